@@ -1,0 +1,3 @@
+"""lane-runner: run coding tasks from a board through agent CLIs, durably."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,130 @@
+"""Board records and vocabulary (DESIGN §5). Plain data; no storage here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    TODO = "todo"
+    READY = "ready"
+    RUNNING = "running"
+    DONE = "done"
+    BLOCKED = "blocked"
+    ARCHIVED = "archived"
+
+
+class Outcome(StrEnum):
+    """How a run ended."""
+
+    COMPLETED = "completed"
+    BLOCKED = "blocked"
+    RECLAIMED = "reclaimed"
+    EXPIRED = "expired"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+
+
+class BlockKind(StrEnum):
+    CAPABILITY = "capability"
+    TRANSIENT = "transient"
+    NEEDS_INPUT = "needs_input"
+    GAVE_UP = "gave_up"
+
+
+class CompleteOutcome(StrEnum):
+    """What ``Board.complete`` did. ``DUPLICATE`` and ``REPLAYED`` count as committed."""
+
+    COMPLETED = "completed"
+    DUPLICATE = "duplicate"
+    REPLAYED = "replayed"
+    STALE = "stale"
+
+    @property
+    def committed(self) -> bool:
+        return self is not CompleteOutcome.STALE
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    board: str
+    task_id: str
+    node: str
+    claimed_at: float
+    lease_expires_at: float
+    heartbeat_at: float
+    ended_at: float | None = None
+    outcome: Outcome | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    board: str
+    title: str
+    body: str
+    status: Status
+    assignee: str | None
+    priority: int
+    parents: tuple[str, ...]
+    workspace: str | None
+    max_runtime: float | None
+    goal_turns: int
+    current_run_id: int | None
+    completed_run_id: int | None
+    next_attempt_at: float | None
+    block_reason: str | None
+    block_kind: BlockKind | None
+    summary: str | None
+    result: dict[str, Any] | None
+    failure_count: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    board: str
+    task_id: str
+    kind: str
+    run_id: int | None
+    at: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    board: str
+    task_id: str
+    author: str
+    body: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task this node now runs under ``run``."""
+
+    task: Task
+    run: Run
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """What ``Board.add_task`` needs; validated before anything is written."""
+
+    title: str
+    body: str = ""
+    id: str | None = None
+    assignee: str | None = None
+    priority: int = 0
+    parents: tuple[str, ...] = ()
+    workspace: str | None = None
+    max_runtime: float | None = None
+    goal_turns: int = 1

@@ -1,0 +1,68 @@
+"""The ``lane-runner`` command line.
+
+Each command group lives in ``lane_runner/commands/<group>.py`` and exposes
+``register(subparsers)``; this module only assembles them and turns errors into
+exit codes: 0 ok, 2 usage or validation error, 1 anything else (some commands
+document more, e.g. ``recover`` exits 3 when work is left pending).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from lane_runner import __version__, config
+from lane_runner.errors import LaneRunnerError, UsageError
+
+COMMAND_MODULES = ("config_cmd",)
+
+log = logging.getLogger("lane_runner")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so every error is one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lane-runner", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"lane-runner {__version__}")
+    parser.add_argument(
+        "--home", type=Path, help="the runner's home (default: $LANE_RUNNER_HOME or the XDG data dir)"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"lane_runner.commands.{name}").register(subparsers)
+    return parser
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def load_config(args: argparse.Namespace) -> config.Config:
+    return config.load(args.home)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="lane-runner: %(message)s")
+    try:
+        args = build_parser().parse_args(argv)
+        result: int | None = args.handler(args)
+        return result or 0
+    except LaneRunnerError as error:
+        print(f"lane-runner: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``lane-runner config show``: the effective configuration and where each value came from."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lane_runner.cli import add_json_flag, load_config
+from lane_runner.config import KEYS
+from lane_runner.output import print_json, print_table
+
+
+def register(subparsers: Any) -> None:
+    group = subparsers.add_parser("config", help="show the effective configuration")
+    commands = group.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    show = commands.add_parser("show", help="every key, its value and where it came from")
+    add_json_flag(show)
+    show.set_defaults(handler=show_config)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def show_config(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    if args.json:
+        print_json(
+            {
+                "home": str(cfg.home),
+                "keys": {
+                    key.name: {"value": _plain(cfg.values[key.name]), "source": cfg.sources[key.name]}
+                    for key in KEYS
+                },
+            }
+        )
+        return 0
+    print(f"home: {cfg.home}")
+    rows = []
+    for key in KEYS:
+        value = _plain(cfg.values[key.name])
+        if isinstance(value, dict):
+            value = ",".join(f"{k}={v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ",".join(value)
+        rows.append((key.name, value, cfg.sources[key.name]))
+    print_table(("key", "value", "source"), rows)
+    return 0

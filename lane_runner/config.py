@@ -1,0 +1,223 @@
+"""Configuration: defaults, then ``config.toml`` in the home, then ``LANE_RUNNER_<KEY>``.
+
+Every key is declared once in ``KEYS`` with its parser, default and meaning, so
+``config show`` can print the effective value and where it came from, and an
+unknown key or a bad value is an error that names the key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lane_runner.errors import UsageError
+from lane_runner.names import EFFORTS, PROVIDERS, is_lane_assignee
+
+ENV_PREFIX = "LANE_RUNNER_"
+CONFIG_FILE = "config.toml"
+
+
+def default_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """``LANE_RUNNER_HOME``, else systemd's ``STATE_DIRECTORY``, else the XDG data dir."""
+    if environ.get("LANE_RUNNER_HOME"):
+        return Path(environ["LANE_RUNNER_HOME"])
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    xdg = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "lane-runner"
+
+
+# -- value parsers: each takes a TOML value or an environment string ---------------
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    text = _text(value).strip()
+    return text or None
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = _text(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _number(minimum: float, maximum: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        number = float(value)
+        if not minimum <= number <= maximum:
+            raise ValueError(f"expected a number from {minimum:g} to {maximum:g}")
+        return number
+
+    return parse
+
+
+def _integer(minimum: int, maximum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("expected a whole number")
+        number = int(value)
+        if not minimum <= number <= maximum:
+            raise ValueError(f"expected a whole number from {minimum} to {maximum}")
+        return number
+
+    return parse
+
+
+def _assignee(value: Any) -> str:
+    text = _text(value).strip()
+    if text and not is_lane_assignee(text):
+        raise ValueError("expected cli-auto, cli-<codex|claude>-<effort>, or empty")
+    return text
+
+
+def _effort(value: Any) -> str:
+    text = _text(value).strip()
+    if text not in EFFORTS:
+        raise ValueError(f"expected one of {', '.join(EFFORTS)}")
+    return text
+
+
+def _providers(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else _text(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names or any(name not in PROVIDERS for name in names) or len(set(names)) != len(names):
+        raise ValueError("expected a list of distinct providers from codex, claude")
+    return names
+
+
+def _models(value: Any) -> dict[str, str]:
+    """Models per effort: a TOML table, or ``low=m1,high=m2`` from the environment."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        pairs = [item.split("=", 1) for item in _text(value).split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError("expected effort=model pairs separated by commas")
+    models = {str(effort).strip(): _text(model).strip() for effort, model in pairs}
+    unknown = sorted(set(models) - set(EFFORTS))
+    if unknown or not all(models.values()):
+        raise ValueError(f"expected efforts from {', '.join(EFFORTS)} with non-empty models")
+    return models
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+
+KEYS: tuple[Key, ...] = (
+    Key("board_url", _optional_text, None, "postgresql://... for a shared board; empty: embedded SQLite"),
+    Key("concurrency", _integer(1, 64), 4, "worker slots"),
+    Key("router_url", _optional_text, None, "HTTP model router; empty: embedded static policy"),
+    Key("router_timeout", _number(0.1, 600), 30.0, "seconds for one router request"),
+    Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
+    Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
+    Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
+    Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
+    Key("default_assignee", _assignee, "cli-auto", "given to unassigned ready tasks (empty: leave them)"),
+    Key("default_effort", _effort, "high", "effort for cli-auto under the static policy"),
+    Key("provider_preference", _providers, ("codex", "claude"), "static policy: providers in order"),
+    Key("codex_models", _models, {"low": "gpt-5.1-codex-mini", "medium": "gpt-5.1-codex",
+                                  "high": "gpt-5.1-codex", "xhigh": "gpt-5.1-codex-max"},
+        "static policy: codex model per effort"),
+    Key("claude_models", _models, {"low": "claude-haiku-4-5", "medium": "claude-sonnet-4-5",
+                                   "high": "claude-sonnet-4-5", "xhigh": "claude-opus-4-5"},
+        "static policy: claude model per effort"),
+    Key("judge", _optional_text, None, "goal judge: empty for structural, 'router' for the router"),
+    Key("lease_ttl", _number(1, 30 * 86400), 1800.0, "claim lease in seconds, renewed by heartbeats"),
+    Key("heartbeat_interval", _number(0.05, 3600), 20.0, "seconds between heartbeats"),
+    Key("stall_timeout", _number(0.1, 86400), 900.0, "no meaningful provider event this long: stalled"),
+    Key("max_runtime", _number(1, 7 * 86400), 43200.0, "seconds per run unless the task says otherwise"),
+    Key("shutdown_grace", _number(0, 3600), 30.0, "SIGTERM: kill process trees after this"),
+    Key("failure_limit", _integer(1, 1000), 3, "counted failures before a task is blocked gave_up"),
+    Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
+    Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),
+    Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
+    Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
+)
+KEYS_BY_NAME = {key.name: key for key in KEYS}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Effective configuration; ``sources`` says where each value came from."""
+
+    home: Path
+    values: Mapping[str, Any]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some values changed (tests and the demo use this)."""
+        values = dict(self.values)
+        sources = dict(self.sources)
+        for name, raw in changes.items():
+            values[name] = _parse(KEYS_BY_NAME[name], raw, "override") if name in KEYS_BY_NAME else raw
+            sources[name] = "override"
+        return Config(self.home, values, sources)
+
+
+def _parse(key: Key, raw: Any, where: str) -> Any:
+    try:
+        return key.parse(raw)
+    except (ValueError, TypeError) as error:
+        raise UsageError(f"bad value for {key.name} in {where}: {raw!r}: {error}") from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{path} is not valid TOML: {error}; fix or remove it") from None
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+
+
+def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+    """The effective configuration for ``home`` (default: ``default_home``)."""
+    home = (home or default_home(environ)).expanduser().absolute()
+    values = {key.name: key.default for key in KEYS}
+    sources = dict.fromkeys(values, "default")
+    path = home / CONFIG_FILE
+    for name, raw in _read_file(path).items():
+        if name not in KEYS_BY_NAME:
+            raise UsageError(f"unknown key {name!r} in {path}; see 'lane-runner config show'")
+        values[name] = _parse(KEYS_BY_NAME[name], raw, str(path))
+        sources[name] = str(path)
+    for variable, raw in environ.items():
+        if not variable.startswith(ENV_PREFIX) or variable == ENV_PREFIX + "HOME":
+            continue
+        name = variable[len(ENV_PREFIX):].lower()
+        if name not in KEYS_BY_NAME:
+            raise UsageError(f"unknown setting {variable}; see 'lane-runner config show'")
+        values[name] = _parse(KEYS_BY_NAME[name], raw, variable)
+        sources[name] = variable
+    return Config(home, values, sources)

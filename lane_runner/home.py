@@ -1,0 +1,75 @@
+"""The home directory layout (DESIGN §3.1), in one place.
+
+Everything the runner keeps lives under one home; this module names the paths
+and creates the directories with private modes. It decides nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from lane_runner.names import check_name
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @property
+    def boards(self) -> Path:
+        return self.root / "boards"
+
+    def board_file(self, board: str) -> Path:
+        return self.boards / f"{check_name('board', board)}.db"
+
+    @property
+    def lanes(self) -> Path:
+        return self.root / "lanes"
+
+    def lane_dir(self, board: str) -> Path:
+        return self.lanes / check_name("board", board)
+
+    def log_file(self, board: str, task_id: str) -> Path:
+        return self.root / "logs" / check_name("board", board) / f"{check_name('task id', task_id)}.log"
+
+    def worktree(self, board: str, task_id: str) -> Path:
+        return self.root / "worktrees" / check_name("board", board) / check_name("task id", task_id)
+
+    @property
+    def provider_health(self) -> Path:
+        return self.root / "provider-health"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "runner.lock"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.toml"
+
+    def ensure(self) -> None:
+        """Create the home and its top-level directories (0700) if missing."""
+        for path in (self.root, self.boards, self.lanes, self.provider_health):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def node_id(self) -> str:
+        """This runner's stable identity; created once, then read (claims are owned by it)."""
+        path = self.root / "node-id"
+        try:
+            return path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            pass
+        self.ensure()
+        candidate = f"{os.uname().nodename}-{uuid.uuid4().hex[:12]}"
+        temporary = path.with_name(f".node-id.{os.getpid()}")
+        temporary.write_text(candidate + "\n", encoding="utf-8")
+        try:
+            os.link(temporary, path)  # never replaces an identity another process just wrote
+        except FileExistsError:
+            pass
+        finally:
+            temporary.unlink()
+        return path.read_text(encoding="utf-8").strip()

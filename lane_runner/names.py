@@ -1,0 +1,59 @@
+"""Board slugs, task ids and assignees: validated once, at the door (DESIGN §3.1, §3.4)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lane_runner.errors import UsageError
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+PROVIDERS = ("codex", "claude")
+EFFORTS = ("low", "medium", "high", "xhigh")
+AUTO_ASSIGNEE = "cli-auto"
+_MANUAL = re.compile(r"cli-(codex|claude)-(low|medium|high|xhigh)")
+
+
+def is_valid_name(value: str) -> bool:
+    """A board slug or task id: ``[A-Za-z0-9_.-]+`` and never ``.`` or ``..``."""
+    return bool(_NAME.fullmatch(value)) and value not in (".", "..")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Return ``value`` or raise a UsageError naming the ``kind`` ("board", "task id")."""
+    if not is_valid_name(value):
+        raise UsageError(
+            f"invalid {kind} {value!r}: use letters, digits, '_', '.' and '-' "
+            "(not '.' or '..')"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Lane:
+    """What an assignee asks for: a fixed provider and effort, or the router's choice."""
+
+    provider: str | None
+    effort: str | None
+
+    @property
+    def automatic(self) -> bool:
+        return self.provider is None
+
+
+def is_lane_assignee(assignee: str) -> bool:
+    """True for the assignees this runner owns (``cli-auto``, ``cli-<provider>-<effort>``)."""
+    return assignee == AUTO_ASSIGNEE or bool(_MANUAL.fullmatch(assignee))
+
+
+def parse_lane(assignee: str) -> Lane:
+    """The lane an assignee names; raises UsageError for anything outside DESIGN §3.4."""
+    if assignee == AUTO_ASSIGNEE:
+        return Lane(None, None)
+    match = _MANUAL.fullmatch(assignee)
+    if not match:
+        raise UsageError(
+            f"invalid assignee {assignee!r}: use cli-auto or cli-<codex|claude>-"
+            "<low|medium|high|xhigh>"
+        )
+    return Lane(match.group(1), match.group(2))

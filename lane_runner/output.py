@@ -1,0 +1,41 @@
+"""Printing for people (aligned tables) and for scripts (``--json``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+
+def timestamp(value: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC (second precision), the form every JSON output uses."""
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.buffer.write(
+        orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    )
+    sys.stdout.flush()
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """An aligned plain-text table; ``None`` prints as ``-``."""
+    cells = [[("-" if value is None else str(value)) for value in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in cells:
+        for index, value in enumerate(row):
+            widths[index] = max(widths[index], len(value))
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    print(table(headers, rows))
