@@ -23,10 +23,11 @@ from lane_runner.board.model import (
     Status,
     Task,
 )
+from lane_runner.errors import LaneRunnerError
 
 
-class BoardError(Exception):
-    """A board operation failed; the message says why and what to do."""
+class BoardError(LaneRunnerError):
+    """A board operation failed; the message says why and what to do (exit 1)."""
 
 
 class BoardUnavailable(BoardError):

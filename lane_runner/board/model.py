@@ -34,6 +34,21 @@ class BlockKind(StrEnum):
     GAVE_UP = "gave_up"
 
 
+class EventKind(StrEnum):
+    """What an event row records; one per transition."""
+
+    CREATED = "created"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    REPLAYED = "replayed"
+    BLOCKED = "blocked"
+    RECLAIMED = "reclaimed"
+    GAVE_UP = "gave_up"
+    PROMOTED = "promoted"
+    UNBLOCKED = "unblocked"
+    ARCHIVED = "archived"
+
+
 class CompleteOutcome(StrEnum):
     """What ``Board.complete`` did. ``DUPLICATE`` and ``REPLAYED`` count as committed."""
 

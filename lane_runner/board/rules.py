@@ -1,0 +1,146 @@
+"""The board's decisions, apart from storage (DESIGN §5).
+
+Every backend asks these functions what a transition does and only then writes,
+so the exact-run, replay, failure and promotion rules are the same everywhere
+and are tested without a database.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from lane_runner.board.model import CompleteOutcome, NewTask, Outcome, Status
+from lane_runner.errors import UsageError
+from lane_runner.names import check_name, is_lane_assignee, parse_lane
+
+MAX_BODY_BYTES = 256 * 1024
+RECLAIM_OUTCOMES = frozenset(
+    {Outcome.RECLAIMED, Outcome.EXPIRED, Outcome.TIMED_OUT, Outcome.FAILED}
+)
+
+
+def new_task_id() -> str:
+    """A short readable id; collisions are checked by the backend before use."""
+    return f"t-{secrets.token_hex(4)}"
+
+
+def checked_task(new: NewTask) -> NewTask:
+    """``new`` normalised, or UsageError naming the first bad field (nothing is written)."""
+    title = new.title.strip()
+    if not title:
+        raise UsageError("a task needs a non-empty --title")
+    size = len(new.body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise UsageError(
+            f"task body is {size} bytes, over the {MAX_BODY_BYTES // 1024} KiB limit; "
+            "put the detail in a file in the workspace and point to it"
+        )
+    if new.id is not None:
+        check_name("task id", new.id)
+    assignee = new.assignee or None
+    if assignee is not None:
+        parse_lane(assignee)
+    for parent in new.parents:
+        check_name("parent task id", parent)
+    if new.goal_turns < 1:
+        raise UsageError(f"goal turns must be at least 1, not {new.goal_turns}")
+    if new.max_runtime is not None and not new.max_runtime > 0:
+        raise UsageError(f"max runtime must be more than 0 seconds, not {new.max_runtime:g}")
+    return replace(
+        new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
+    )
+
+
+def initial_status(parent_statuses: Iterable[Status]) -> Status:
+    """``ready`` when every parent is done (or there are none), else ``todo``."""
+    return Status.READY if all(s is Status.DONE for s in parent_statuses) else Status.TODO
+
+
+def ancestors(task_id: str, parents_of: Callable[[str], Iterable[str]]) -> set[str]:
+    """Every task reachable from ``task_id`` through parent links (not itself unless cyclic)."""
+    seen: set[str] = set()
+    frontier = list(parents_of(task_id))
+    while frontier:
+        current = frontier.pop()
+        if current not in seen:
+            seen.add(current)
+            frontier.extend(parents_of(current))
+    return seen
+
+
+def would_cycle(
+    task_id: str, parents: Iterable[str], parents_of: Callable[[str], Iterable[str]]
+) -> bool:
+    """True when giving ``task_id`` these parents would make it its own ancestor."""
+    return any(
+        parent == task_id or task_id in ancestors(parent, parents_of) for parent in parents
+    )
+
+
+def claim_assignee(assignee: str | None, default_assignee: str) -> str | None:
+    """The assignee a claim runs under, or None when the task belongs to another lane.
+
+    Unassigned tasks are ours only when a default assignee is configured.
+    """
+    if assignee is None:
+        return default_assignee or None
+    return assignee if is_lane_assignee(assignee) else None
+
+
+def same_result(stored: dict[str, Any] | None, offered: dict[str, Any]) -> bool:
+    """Results compare by canonical JSON, so key order never turns a duplicate stale."""
+    return stored is not None and canonical_json(stored) == canonical_json(offered)
+
+
+def canonical_json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def completion(
+    run_id: int,
+    *,
+    status: Status,
+    current_run_id: int | None,
+    completed_run_id: int | None,
+    latest_ended_run_id: int | None,
+    result_matches: bool,
+) -> CompleteOutcome:
+    """What ``complete(run_id)`` does to a task in this state (DESIGN §5).
+
+    A replay is allowed only while nothing newer has happened to the task: it went
+    back to ready/blocked and this run is still the last one that ended.
+    """
+    if status is Status.RUNNING and current_run_id == run_id:
+        return CompleteOutcome.COMPLETED
+    if status is Status.DONE and completed_run_id == run_id:
+        return CompleteOutcome.DUPLICATE if result_matches else CompleteOutcome.STALE
+    if status in (Status.READY, Status.BLOCKED) and latest_ended_run_id == run_id:
+        return CompleteOutcome.REPLAYED
+    return CompleteOutcome.STALE
+
+
+def check_reclaim_outcome(outcome: Outcome) -> Outcome:
+    if outcome not in RECLAIM_OUTCOMES:
+        raise UsageError(
+            f"a reclaim ends its run as one of {sorted(RECLAIM_OUTCOMES)}, not {outcome!r}"
+        )
+    return outcome
+
+
+def gives_up(failure_count: int, failure_limit: int) -> bool:
+    """True when a task that has now failed ``failure_count`` times must stop retrying."""
+    return failure_count >= failure_limit
+
+
+def cooldown(waits: int, base: float = 60.0, cap: float = 3600.0) -> float:
+    """Seconds before retrying after the ``waits``-th capacity wait in a row (1, 2, ...).
+
+    Exponential so an exhausted provider is not hammered, capped so a task is never
+    parked for longer than an operator would tolerate.
+    """
+    return min(cap, base * 2 ** max(0, waits - 1))
