@@ -1,0 +1,37 @@
+"""Routing: which provider, model and effort each worker attempt uses (DESIGN §3.4, §3.5).
+
+``make_router`` gives the HTTP model router when ``router_url`` is configured and
+the embedded static policy otherwise; both speak the ``Router`` protocol.
+"""
+
+from __future__ import annotations
+
+from lane_runner.config import Config
+from lane_runner.router.base import Router
+from lane_runner.router.errors import RoutingError
+from lane_runner.router.http import HttpRouter, http_client
+from lane_runner.router.judge import Judge, RouterJudge, StructuralJudge, make_judge
+from lane_runner.router.route import Route
+from lane_runner.router.static import StaticPolicy
+from lane_runner.router.verdict import Verdict
+
+__all__ = [
+    "HttpRouter",
+    "Judge",
+    "Route",
+    "Router",
+    "RouterJudge",
+    "RoutingError",
+    "StaticPolicy",
+    "StructuralJudge",
+    "Verdict",
+    "make_judge",
+    "make_router",
+]
+
+
+def make_router(cfg: Config) -> Router:
+    """The HTTP router when ``router_url`` is set, else the embedded static policy."""
+    if cfg.router_url:
+        return HttpRouter(cfg.router_url, http_client(cfg), cfg.router_timeout)
+    return StaticPolicy(cfg)

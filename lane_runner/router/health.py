@@ -1,0 +1,180 @@
+"""Provider health: what the runner last learned about each provider, on disk.
+
+``provider-health/<provider>.json`` is written when a run fails for capacity or
+authentication and cleared after a success. A fresh "unavailable" record steers
+automatic routing away from that provider. An authentication failure stays
+fresh much longer than a capacity one: nobody logs a CLI back in within minutes.
+Files are replaced atomically, and a file that cannot be read or trusted counts
+as "unknown" (never as a reason to crash or to exclude).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from lane_runner.names import PROVIDERS
+from lane_runner.router.route import bounded
+
+log = logging.getLogger(__name__)
+
+FRESH_SECONDS = 5 * 60
+AUTH_FRESH_SECONDS = 12 * 60 * 60
+MAX_FILE_BYTES = 64 * 1024
+MAX_HEALTH_REASON_CHARS = 500
+FailureKind = Literal["capacity", "auth"]
+State = Literal["available", "unavailable"]
+
+
+@dataclass(frozen=True)
+class ProviderHealth:
+    provider: str
+    state: State
+    authenticated: bool
+    reason: str
+    checked_at: float
+
+    def fresh(self, now: float) -> bool:
+        """Recent enough to act on; a stamp from the future is not trusted."""
+        window = FRESH_SECONDS if self.authenticated else AUTH_FRESH_SECONDS
+        return 0 <= now - self.checked_at <= window
+
+    @classmethod
+    def from_document(cls, document: Any) -> ProviderHealth:
+        """Validate a decoded file; ValueError says what is wrong with it."""
+        if not isinstance(document, dict):
+            raise ValueError("not a JSON object")
+        provider = document.get("provider")
+        state = document.get("state")
+        authenticated = document.get("authenticated")
+        reason = document.get("reason", "")
+        checked_at = document.get("checked_at")
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown provider {provider!r}")
+        if state not in ("available", "unavailable"):
+            raise ValueError(f"unknown state {state!r}")
+        if not isinstance(authenticated, bool) or not isinstance(reason, str):
+            raise ValueError("authenticated must be a boolean and reason a string")
+        if isinstance(checked_at, bool) or not isinstance(checked_at, int | float):
+            raise ValueError("checked_at must be a number")
+        return cls(provider, state, authenticated, reason, float(checked_at))
+
+
+def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[str, str] | None:
+    """The provider automatic routing must avoid, with the reason, or None.
+
+    Only when exactly one provider is freshly unavailable: with both down the
+    runner tries anyway, so the task records current errors rather than trusting
+    snapshots.
+    """
+    down = [h for h in healths if h.state == "unavailable" and h.fresh(now)]
+    if len(down) != 1:
+        return None
+    health = down[0]
+    minutes = max(0, int((now - health.checked_at) // 60))
+    what = "is unavailable" if health.authenticated else "is not authenticated"
+    return health.provider, f"{what} ({health.reason}; checked {minutes} min ago)"
+
+
+def health_file(directory: Path, provider: str) -> Path:
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}")
+    return directory / f"{provider}.json"
+
+
+def read_health(directory: Path, provider: str) -> ProviderHealth | None:
+    """The recorded health of ``provider``; None when absent or untrustworthy (logged)."""
+    path = health_file(directory, provider)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        log.warning("provider health %s unreadable, treated as unknown: %s", path, error)
+        return None
+    try:
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
+        health = ProviderHealth.from_document(orjson.loads(data))
+        if health.provider != provider:
+            raise ValueError(f"records {health.provider}, not {provider}")
+    except ValueError as error:  # orjson.JSONDecodeError is a ValueError
+        log.warning("provider health %s is not valid, treated as unknown: %s", path, error)
+        return None
+    return health
+
+
+def read_all(directory: Path) -> list[ProviderHealth]:
+    """Every provider's trustworthy record (the input of ``excluded_provider``)."""
+    return [h for h in (read_health(directory, p) for p in PROVIDERS) if h is not None]
+
+
+def record_failure(
+    directory: Path, provider: str, kind: FailureKind, reason: str, now: float | None = None
+) -> ProviderHealth:
+    """Mark ``provider`` unavailable after a capacity or authentication failure."""
+    if kind not in ("capacity", "auth"):
+        raise ValueError(f"unknown failure kind {kind!r}")
+    health = ProviderHealth(
+        provider=provider,
+        state="unavailable",
+        authenticated=kind != "auth",
+        reason=bounded(reason, MAX_HEALTH_REASON_CHARS),
+        checked_at=time.time() if now is None else now,
+    )
+    _write(health_file(directory, provider), health)
+    return health
+
+
+def record_success(directory: Path, provider: str, now: float | None = None) -> bool:
+    """Clear an unavailable record after a successful run; True when one was cleared.
+
+    Only an existing unavailable record is rewritten, so the common case (a
+    healthy provider) costs one read and no fsync.
+    """
+    current = read_health(directory, provider)
+    if current is None or current.state == "available":
+        return False
+    checked_at = time.time() if now is None else now
+    _write(
+        health_file(directory, provider),
+        ProviderHealth(provider, "available", True, "a run succeeded", checked_at),
+    )
+    return True
+
+
+def _write(path: Path, health: ProviderHealth) -> None:
+    write_atomic(path, orjson.dumps(asdict(health), option=orjson.OPT_INDENT_2))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never a torn one."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -1,0 +1,264 @@
+"""The HTTP model router client (DESIGN §3.5).
+
+One pooled ``httpx.Client`` per daemon carries every routing and judging
+request. Connection errors, timeouts and 5xx answers are retried a bounded
+number of times with jittered backoff (the router may be restarting); a 4xx is
+the router refusing the request, so asking again cannot help.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+import orjson
+
+from lane_runner.config import Config
+from lane_runner.names import parse_lane
+from lane_runner.router.base import fallback_route
+from lane_runner.router.errors import RoutingError
+from lane_runner.router.route import (
+    Route,
+    Selection,
+    body_wins,
+    bounded,
+    constraint,
+    lane_assignee,
+    other_provider,
+    parse_selection,
+    rerouted,
+    route_for,
+)
+from lane_runner.router.verdict import Verdict, parse_verdict
+
+log = logging.getLogger(__name__)
+
+SELECTED_HEADER = "x-model-router-selected-model"
+RATIONALE_HEADER = "x-model-router-rationale"
+JUDGE_ROUTE = "lane/judge"
+JUDGE_MAX_TOKENS = 256
+CONNECT_TIMEOUT = 10.0
+MAX_BODY_BYTES = 1 << 20
+MAX_BACKOFF = 10.0
+_EXCERPT = 500
+_RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+def http_client(cfg: Config) -> httpx.Client:
+    """The daemon's one pooled client for the router; the daemon closes it (``router.close()``)."""
+    return httpx.Client(
+        timeout=_timeout(cfg.router_timeout),
+        limits=httpx.Limits(
+            max_connections=cfg.concurrency + 1, max_keepalive_connections=cfg.concurrency
+        ),
+        headers={"user-agent": "lane-runner"},
+    )
+
+
+def _timeout(seconds: float) -> httpx.Timeout:
+    return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The parts of a router response the contract reads."""
+
+    selected: str | None
+    rationale: str
+    content: str | None
+
+
+class HttpRouter:
+    """Routes and judges through the model router at ``url``.
+
+    ``retries`` is how many times a failed exchange is tried again (so at most
+    ``retries + 1`` requests); ``backoff`` is the first delay in seconds, doubled
+    per retry and jittered so restarted runners do not stampede the router.
+    """
+
+    def __init__(
+        self, url: str, client: httpx.Client, timeout: float, retries: int = 3, backoff: float = 0.5
+    ) -> None:
+        self.url = url
+        self._client = client
+        self._timeout = _timeout(timeout)
+        self._retries = retries
+        self._backoff = backoff
+
+    def route(
+        self,
+        context: str,
+        assignee: str,
+        exclude: str | None = None,
+        exclude_reason: str | None = None,
+    ) -> Route:
+        started = time.monotonic()
+        lane = parse_lane(assignee)
+        route_id = route_for(lane)
+        message = context
+        if exclude:
+            message += "\n\n" + constraint(exclude, exclude_reason or "is excluded")
+        answer = self._exchange(route_id, message, max_tokens=1)
+        selection = self._selection(route_id, answer)
+        classifier = "router" if lane.automatic else "router-manual"
+        if exclude and selection.provider == exclude:
+            return self._guard(context, selection, exclude, classifier, started)
+        if not lane.automatic and (selection.provider, selection.effort) != (
+            lane.provider,
+            lane.effort,
+        ):
+            raise RoutingError(
+                f"router answered manual route {route_id} with {selection.target}: "
+                f"a manual lane is honoured as given; router said: {bounded(answer.rationale)}"
+            )
+        return Route(
+            provider=selection.provider,
+            model=selection.model,
+            effort=selection.effort,
+            profile=f"{selection.provider}-{selection.effort}",
+            classifier=classifier,
+            reason=bounded(answer.rationale or f"router selected {selection.target}"),
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )
+
+    def fallback(self, context: str, failed: Route, reason: str) -> Route:
+        return fallback_route(self, context, failed, reason)
+
+    def judge(self, context: str, answer: str) -> Verdict:
+        """Ask the router (route ``lane/judge``) whether ``answer`` completes the task."""
+        message = (
+            f"{context}\n\nWorker answer:\n{answer}\n\n"
+            "Reply 'accept' if the answer completes the task, otherwise 'reject: <reason>'."
+        )
+        reply = self._exchange(JUDGE_ROUTE, message, max_tokens=JUDGE_MAX_TOKENS)
+        if reply.content is None:
+            raise RoutingError(
+                f"router judge answered without choices[0].message.content at {self.url}"
+            )
+        return parse_verdict(reply.content)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _guard(
+        self, context: str, selection: Selection, excluded: str, classifier: str, started: float
+    ) -> Route:
+        """The router picked the excluded provider anyway: keep its effort, change provider."""
+        provider = other_provider(excluded)
+        replacement = self.route(context, lane_assignee(provider, selection.effort))
+        return rerouted(
+            replacement,
+            classifier=f"{classifier}-health-guard",
+            why=f"router selected excluded {excluded}; {provider} at its {selection.effort} effort",
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )
+
+    def _selection(self, route_id: str, answer: Answer) -> Selection:
+        """The header's choice, refined by the body's more specific model when it qualifies."""
+        if not answer.selected:
+            raise RoutingError(
+                f"router answered {route_id} without {SELECTED_HEADER}; "
+                f"router said: {bounded(answer.rationale or answer.content or '', _EXCERPT)!r}"
+            )
+        try:
+            selection = parse_selection(answer.selected)
+        except RoutingError as error:
+            raise RoutingError(
+                f"{error}; router said: {bounded(answer.rationale, _EXCERPT)!r}"
+            ) from None
+        if not answer.content:
+            return selection
+        try:
+            refined = parse_selection(answer.content)
+        except RoutingError:
+            log.debug(
+                "router body %r is not a selection; header %s stands",
+                answer.content,
+                answer.selected,
+            )
+            return selection
+        if body_wins(selection, refined):
+            return refined
+        log.info(
+            "router body %s does not refine %s; header stands", refined.target, selection.target
+        )
+        return selection
+
+    def _exchange(self, route_id: str, message: str, *, max_tokens: int) -> Answer:
+        payload = orjson.dumps(
+            {
+                "model": route_id,
+                "messages": [{"role": "user", "content": message}],
+                "max_tokens": max_tokens,
+                "stream": False,
+            }
+        )
+        problem = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                delay = min(MAX_BACKOFF, self._backoff * 2 ** (attempt - 1)) * random.uniform(
+                    0.5, 1.5
+                )
+                log.warning(
+                    "router %s %s failed (%s); retry %d in %.2fs",
+                    self.url,
+                    route_id,
+                    problem,
+                    attempt,
+                    delay,
+                )
+                time.sleep(delay)
+            try:
+                status, answer, excerpt = self._post(payload)
+            except _RETRYABLE as error:
+                problem = f"{type(error).__name__}: {error}"
+                continue
+            if status >= 500:
+                problem = f"HTTP {status}: {excerpt}"
+                continue
+            if status != 200:
+                raise RoutingError(
+                    f"router {self.url} refused {route_id}: HTTP {status}: {excerpt}"
+                )
+            return answer
+        raise RoutingError(
+            f"router {self.url} failed {route_id} after {self._retries + 1} attempts: {problem}",
+            transient=True,
+        )
+
+    def _post(self, payload: bytes) -> tuple[int, Answer, str]:
+        """One request: status, the contract's parts, and a short excerpt of the body for errors."""
+        with self._client.stream(
+            "POST",
+            self.url,
+            content=payload,
+            headers={"content-type": "application/json"},
+            timeout=self._timeout,
+        ) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise RoutingError(
+                        f"router {self.url} answered more than {MAX_BODY_BYTES} bytes"
+                    )
+            text = body.decode("utf-8", "replace")
+            answer = Answer(
+                selected=response.headers.get(SELECTED_HEADER),
+                rationale=response.headers.get(RATIONALE_HEADER, ""),
+                content=_content(bytes(body)),
+            )
+            return response.status_code, answer, bounded(text, _EXCERPT)
+
+
+def _content(body: bytes) -> str | None:
+    """``choices[0].message.content`` when the body is a chat completion, else None."""
+    try:
+        content = orjson.loads(body)["choices"][0]["message"]["content"]
+    except (ValueError, LookupError, TypeError):
+        # The body is optional in the contract: without a usable one the header stands.
+        return None
+    return content if isinstance(content, str) else None

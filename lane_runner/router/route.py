@@ -1,0 +1,139 @@
+"""The route value and the pure rules of the router contract (DESIGN §3.5).
+
+A selection names ``worker/<provider>/<model>/<effort>``. The router's header
+carries the stable choice; its message body may carry a more specific model
+for the same provider and effort. Both rules live here, apart from any HTTP,
+so they are tested as plain functions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from lane_runner.names import EFFORTS, PROVIDERS, Lane
+from lane_runner.router.errors import RoutingError
+
+MODEL_PREFIXES = {"codex": "gpt-", "claude": "claude-"}
+MAX_REASON_CHARS = 2000
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one worker attempt goes, and why; recorded on the task and in the lane state."""
+
+    provider: str
+    model: str
+    effort: str
+    profile: str
+    classifier: str
+    reason: str
+    latency_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Route:
+        """The route a lane state recorded; ValueError names the first bad field."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            value = data.get(item.name)
+            expected = int if item.name == "latency_ms" else str
+            if not isinstance(value, expected) or isinstance(value, bool):
+                raise ValueError(
+                    f"route field {item.name!r} is missing or not a {expected.__name__}"
+                )
+            values[item.name] = value
+        if values["provider"] not in PROVIDERS or values["effort"] not in EFFORTS:
+            raise ValueError(f"route names unsupported {values['provider']}/{values['effort']}")
+        return cls(**values)
+
+    def describe(self) -> str:
+        """One line for the task comment."""
+        return (
+            f"route: {self.provider}/{self.model} at {self.effort} effort "
+            f"(classifier {self.classifier}, {self.latency_ms} ms): {bounded(self.reason)}"
+        )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A parsed ``worker/<provider>/<model>/<effort>`` choice."""
+
+    provider: str
+    model: str
+    effort: str
+
+    @property
+    def target(self) -> str:
+        return f"worker/{self.provider}/{self.model}/{self.effort}"
+
+
+def parse_selection(value: str) -> Selection:
+    """Parse a router selection; RoutingError quotes the router's words when it is bad."""
+    parts = value.strip().split("/")
+    if len(parts) != 4 or parts[0] != "worker" or not all(parts):
+        raise RoutingError(
+            f"router selection {bounded(value)!r} is malformed: "
+            "expected worker/<provider>/<model>/<effort>"
+        )
+    _, provider, model, effort = parts
+    if provider not in PROVIDERS or effort not in EFFORTS:
+        raise RoutingError(
+            f"router selection {bounded(value)!r} is unsupported: provider must be one of "
+            f"{', '.join(PROVIDERS)} and effort one of {', '.join(EFFORTS)}"
+        )
+    return Selection(provider, model, effort)
+
+
+def body_wins(header: Selection, body: Selection) -> bool:
+    """The body's model wins only for the same provider and effort, and a model of that provider."""
+    return (
+        body.provider == header.provider
+        and body.effort == header.effort
+        and body.model.startswith(MODEL_PREFIXES[header.provider])
+    )
+
+
+def other_provider(provider: str) -> str:
+    """The provider a failing or excluded one hands over to."""
+    return PROVIDERS[1 - PROVIDERS.index(provider)]
+
+
+def lane_assignee(provider: str, effort: str) -> str:
+    """The manual-lane assignee for a provider and effort (the health guard routes through it)."""
+    return f"cli-{provider}-{effort}"
+
+
+def route_for(lane: Lane) -> str:
+    """The router's route id for an assignee's lane."""
+    if lane.automatic:
+        return "lane/worker/auto"
+    return f"lane/worker/manual/{lane.provider}/{lane.effort}"
+
+
+def constraint(provider: str, reason: str) -> str:
+    """The sentence appended to the task context when a provider must not be chosen."""
+    return f"Routing constraint: the {provider} provider {reason}. Do not select it."
+
+
+def rerouted(replacement: Route, *, classifier: str, why: str, latency_ms: int) -> Route:
+    """``replacement`` marked as a detour (health guard, fallback); the detour's reason first."""
+    return replace(
+        replacement,
+        classifier=classifier,
+        reason=bounded(f"{why}; {replacement.reason}"),
+        latency_ms=latency_ms,
+    )
+
+
+def bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """One line of at most ``limit`` characters: a router may send a rationale of any size."""
+    line = _WHITESPACE.sub(" ", text).strip()
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}… [{len(line) - limit} more characters]"
