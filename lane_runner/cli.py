@@ -18,7 +18,7 @@ from pathlib import Path
 from lane_runner import __version__, config
 from lane_runner.errors import LaneRunnerError, UsageError
 
-COMMAND_MODULES = ("config_cmd",)
+COMMAND_MODULES = ("config_cmd", "board_cmd", "task_cmd")
 
 log = logging.getLogger("lane_runner")
 

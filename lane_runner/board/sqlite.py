@@ -373,9 +373,9 @@ class SqliteBoard:
             task_id = new.id or self._fresh_id(connection)
             if connection.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone():
                 raise UsageError(f"task {task_id!r} already exists on board {self.slug!r}")
-            statuses = [self._parent_status(connection, parent) for parent in new.parents]
             if rules.would_cycle(task_id, new.parents, lambda t: self._parents(connection, t)):
                 raise UsageError(f"task {task_id!r} cannot be its own ancestor (parent cycle)")
+            statuses = [self._parent_status(connection, parent) for parent in new.parents]
             now = self._clock()
             connection.execute(
                 "INSERT INTO tasks (id, title, body, status, assignee, priority, workspace, "

@@ -1,0 +1,260 @@
+"""``lane-runner task add|ls|show|comment|unblock|archive``: filing and inspecting tasks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import closing, suppress
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from lane_runner.board import open_store
+from lane_runner.board.base import Board, BoardUnavailable, Store
+from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
+from lane_runner.board.rules import MAX_BODY_BYTES
+from lane_runner.cli import add_json_flag, load_config
+from lane_runner.errors import UsageError
+from lane_runner.output import print_json, print_table, timestamp
+
+
+def register(subparsers: Any) -> None:
+    group = subparsers.add_parser("task", help="file, list and inspect tasks")
+    commands = group.add_subparsers(dest="task_command", metavar="ACTION", required=True)
+
+    add = commands.add_parser("add", help="file a task on a board")
+    add.add_argument("--board", required=True)
+    add.add_argument("--title", required=True)
+    body = add.add_mutually_exclusive_group()
+    body.add_argument("--body", default="", help="the task text")
+    body.add_argument("--body-file", help="read the task text from a file ('-' for stdin)")
+    add.add_argument("--id", help="the task id (default: a generated t-<8 hex>)")
+    add.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>")
+    add.add_argument("--workspace", help="the git repository the task works in")
+    add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
+    add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    add.add_argument("--max-runtime", type=float, help="seconds per run (default: config)")
+    add.add_argument("--goal-turns", type=int, default=1, help="turns before giving up (1)")
+    add_json_flag(add)
+    add.set_defaults(handler=add_task)
+
+    listing = commands.add_parser("ls", help="list tasks")
+    listing.add_argument("--board", help="one board (default: all boards)")
+    listing.add_argument("--status", choices=[s.value for s in Status])
+    add_json_flag(listing)
+    listing.set_defaults(handler=list_tasks)
+
+    show = commands.add_parser("show", help="a task with its runs, events, comments, result")
+    _task_target(show)
+    show.set_defaults(handler=show_task)
+
+    comment = commands.add_parser("comment", help="add a comment to a task")
+    _task_target(comment)
+    comment.add_argument("text")
+    comment.add_argument("--author", default="operator")
+    comment.set_defaults(handler=comment_task)
+
+    unblock = commands.add_parser("unblock", help="return a blocked task to ready")
+    _task_target(unblock)
+    unblock.set_defaults(handler=unblock_task)
+
+    archive = commands.add_parser("archive", help="archive a task that is not running")
+    _task_target(archive)
+    archive.set_defaults(handler=archive_task)
+
+
+def _task_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="the task id")
+    parser.add_argument("--board", required=True)
+    add_json_flag(parser)
+
+
+def _store(args: argparse.Namespace) -> Store:
+    return open_store(load_config(args))
+
+
+# -- documents ---------------------------------------------------------------------
+
+
+def task_document(task: Task) -> dict[str, Any]:
+    """The task record's own field names, times as ISO 8601 UTC."""
+    document = asdict(task)
+    document["parents"] = list(task.parents)
+    for name in ("next_attempt_at", "created_at", "updated_at"):
+        document[name] = timestamp(document[name])
+    return document
+
+
+def run_document(run: Run) -> dict[str, Any]:
+    document = asdict(run)
+    for name in ("claimed_at", "lease_expires_at", "heartbeat_at", "ended_at"):
+        document[name] = timestamp(document[name])
+    return document
+
+
+def event_document(event: Event) -> dict[str, Any]:
+    return {**asdict(event), "at": timestamp(event.at)}
+
+
+def comment_document(comment: Comment) -> dict[str, Any]:
+    return {**asdict(comment), "at": timestamp(comment.at)}
+
+
+# -- handlers ----------------------------------------------------------------------
+
+
+def _read_body(args: argparse.Namespace) -> str:
+    if args.body_file is None:
+        return str(args.body)
+    try:
+        if args.body_file == "-":
+            raw = sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
+        else:
+            with Path(args.body_file).open("rb") as handle:
+                raw = handle.read(MAX_BODY_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"cannot read --body-file {args.body_file}: {error.strerror}") from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise UsageError(
+            f"--body-file {args.body_file} is over the {MAX_BODY_BYTES // 1024} KiB limit; "
+            "put the detail in a file in the workspace and point to it"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--body-file {args.body_file} is not UTF-8 text") from None
+
+
+def add_task(args: argparse.Namespace) -> int:
+    new = NewTask(
+        title=args.title,
+        body=_read_body(args),
+        id=args.id,
+        assignee=args.assignee,
+        priority=args.priority,
+        parents=tuple(args.parent),
+        workspace=str(Path(args.workspace).expanduser().absolute()) if args.workspace else None,
+        max_runtime=args.max_runtime,
+        goal_turns=args.goal_turns,
+    )
+    with closing(_store(args)) as store:
+        task = store.board(args.board).add_task(new)
+    if args.json:
+        print_json(task_document(task))
+    else:
+        print(f"added {task.board}/{task.id} ({task.status})")
+    return 0
+
+
+def _boards(store: Store, slug: str | None) -> list[Board]:
+    """The named board, or every board that can be read.
+
+    A broken board is skipped: the store has already logged it, and one bad file
+    must not hide the tasks on the others.
+    """
+    if slug is not None:
+        return [store.board(slug)]
+    boards = []
+    for each in store.board_slugs():
+        with suppress(BoardUnavailable):
+            boards.append(store.board(each))
+    return boards
+
+
+def list_tasks(args: argparse.Namespace) -> int:
+    status = Status(args.status) if args.status else None
+    with closing(_store(args)) as store:
+        tasks = [task for board in _boards(store, args.board) for task in board.list_tasks(status)]
+    if args.json:
+        print_json([task_document(task) for task in tasks])
+        return 0
+    print_table(
+        ("board", "id", "status", "assignee", "priority", "updated", "title"),
+        [
+            (t.board, t.id, t.status, t.assignee, t.priority, timestamp(t.updated_at), t.title)
+            for t in tasks
+        ],
+    )
+    return 0
+
+
+def show_task(args: argparse.Namespace) -> int:
+    with closing(_store(args)) as store:
+        board = store.board(args.board)
+        task = board.get_task(args.task)
+        runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
+    if args.json:
+        print_json(
+            {
+                **task_document(task),
+                "runs": [run_document(run) for run in runs],
+                "events": [event_document(event) for event in events],
+                "comments": [comment_document(comment) for comment in comments],
+            }
+        )
+        return 0
+    _print_task(task, runs, events, comments)
+    return 0
+
+
+def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list[Comment]) -> None:
+    fields = task_document(task)
+    result, body = fields.pop("result"), fields.pop("body")
+    fields["parents"] = ", ".join(task.parents) or None
+    print_table(("field", "value"), list(fields.items()))
+    if body:
+        print(f"\nbody:\n{body}")
+    print("\nruns:")
+    print_table(
+        ("run", "node", "claimed", "lease expires", "ended", "outcome", "reason"),
+        [
+            (r.id, r.node, timestamp(r.claimed_at), timestamp(r.lease_expires_at),
+             timestamp(r.ended_at), r.outcome, r.reason)
+            for r in runs
+        ],
+    )
+    print("\nevents:")
+    print_table(
+        ("id", "at", "kind", "run", "data"),
+        [(e.id, timestamp(e.at), e.kind, e.run_id, _inline(e.data)) for e in events],
+    )
+    print("\ncomments:")
+    print_table(
+        ("at", "author", "comment"), [(timestamp(c.at), c.author, c.body) for c in comments]
+    )
+    print("\nresult:")
+    print("-" if result is None else _inline(result))
+
+
+def _inline(data: dict[str, Any]) -> str:
+    return " ".join(f"{key}={value}" for key, value in data.items() if value is not None)
+
+
+def comment_task(args: argparse.Namespace) -> int:
+    with closing(_store(args)) as store:
+        comment = store.board(args.board).comment(args.task, args.text, author=args.author)
+    if args.json:
+        print_json(comment_document(comment))
+    else:
+        print(f"commented on {comment.board}/{comment.task_id}")
+    return 0
+
+
+def unblock_task(args: argparse.Namespace) -> int:
+    with closing(_store(args)) as store:
+        task = store.board(args.board).unblock(args.task)
+    return _report(args, task, "unblocked")
+
+
+def archive_task(args: argparse.Namespace) -> int:
+    with closing(_store(args)) as store:
+        task = store.board(args.board).archive(args.task)
+    return _report(args, task, "archived")
+
+
+def _report(args: argparse.Namespace, task: Task, verb: str) -> int:
+    if args.json:
+        print_json(task_document(task))
+    else:
+        print(f"{verb} {task.board}/{task.id} (now {task.status})")
+    return 0
