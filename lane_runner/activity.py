@@ -1,0 +1,62 @@
+"""What the daemon is doing right now, for ``STATUS=`` and ``lane-runner status``.
+
+Worker threads update their run's entry; the daemon loop reads a snapshot.
+A plain dict under a lock: the writes are a few per second at most.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ActiveRun:
+    board: str
+    task_id: str
+    run_id: int
+    started_at: float = field(default_factory=time.time)
+    provider: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    last_heartbeat_at: float | None = None
+    last_event_at: float | None = None
+    log_path: str | None = None
+
+
+class Activity:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[int, ActiveRun] = {}
+
+    def start(self, board: str, task_id: str, run_id: int, log_path: str) -> None:
+        with self._lock:
+            self._runs[run_id] = ActiveRun(board, task_id, run_id, log_path=log_path)
+
+    def finish(self, run_id: int) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def update(self, run_id: int, **fields: Any) -> None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None:
+                for name, value in fields.items():
+                    setattr(run, name, value)
+
+    def heartbeat(self, run_id: int) -> None:
+        self.update(run_id, last_heartbeat_at=time.time())
+
+    def progress(self, run_id: int, progress: Any) -> None:
+        """Record the supervisor's last meaningful event time (``progress.last_event_at``)."""
+        self.update(run_id, last_event_at=getattr(progress, "last_event_at", time.time()))
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(run) for run in self._runs.values()]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)

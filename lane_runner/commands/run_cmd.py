@@ -1,0 +1,85 @@
+"""``lane-runner run`` (the daemon) and ``lane-runner recover``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lane_runner import recovery
+from lane_runner.cli import add_json_flag, load_config
+from lane_runner.daemon import Daemon
+from lane_runner.lock import HomeLock
+from lane_runner.output import print_json, print_table
+from lane_runner.services import build
+
+EXIT_PENDING = 3
+
+
+def register(subparsers: Any) -> None:
+    run = subparsers.add_parser("run", help="run the daemon: claim, route, supervise, commit")
+    run.add_argument(
+        "--until-idle", action="store_true",
+        help="exit once no task is ready or running (for batch use and tests)",
+    )
+    run.set_defaults(handler=run_daemon)
+    rec = subparsers.add_parser(
+        "recover", help="replay the journal and hand back orphaned runs (exit 3: some must wait)"
+    )
+    add_json_flag(rec)
+    rec.set_defaults(handler=run_recover)
+
+
+def _idle(daemon: Daemon) -> bool:
+    if daemon.workers or daemon.pending_finalizations:
+        return False
+    for slug in daemon.services.store.board_slugs():
+        counts = daemon.services.store.board(slug).counts()
+        if counts.get("ready", 0) or counts.get("running", 0):
+            return False
+    return True
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    return Daemon(cfg, until=_idle if args.until_idle else None).serve()
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    with HomeLock(cfg.home / "runner.lock", "recover"):
+        services = build(cfg)
+        try:
+            result = recovery.recover(services)
+        finally:
+            services.close()
+    document = {
+        "journal": result.journal.to_dict(),
+        "reclaimed": [ref.to_dict() for ref in result.reclaimed],
+        "unavailable_boards": result.unavailable_boards,
+        "pending_left": result.pending_left,
+    }
+    if args.json:
+        print_json(document)
+    else:
+        _print_recovery(document)
+    return EXIT_PENDING if result.pending_left else 0
+
+
+def _print_recovery(document: dict[str, Any]) -> None:
+    journal = document["journal"]
+    rows = []
+    for key, items in journal.items():
+        if isinstance(items, list):
+            for item in items:
+                rows.append((key, item.get("board"), item.get("task_id"), item.get("run_id"),
+                             item.get("reason") or item.get("name") or ""))
+    for ref in document["reclaimed"]:
+        rows.append(("reclaimed", ref["board"], ref["task_id"], ref["run_id"], ref["reason"]))
+    if rows:
+        print_table(("action", "board", "task", "run", "detail"), rows)
+    else:
+        print("nothing to recover")
+    for slug, reason in document["unavailable_boards"].items():
+        print(f"board {slug} unavailable: {reason}")
+    if document["pending_left"]:
+        print(f"{document['pending_left']} finalization(s) wait for their board; run recover again later")

@@ -1,0 +1,39 @@
+"""What a worker is told: the task, its parents' results, recent comments (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lane_runner.board.model import Comment, Task
+
+RECENT_COMMENTS = 10
+RESULT_INSTRUCTIONS = (
+    "When you stop, answer with one JSON object matching the worker result schema: "
+    "status (completed, incomplete or blocked), summary, changed_files, tests_run, "
+    "artifacts, findings and blockers. 'completed' requires empty blockers; review "
+    "findings go in findings."
+)
+
+
+def task_context(task: Task, parents: Sequence[Task], comments: Sequence[Comment]) -> str:
+    """The task as routers and workers read it."""
+    parts = [f"# Task {task.board}/{task.id}: {task.title}", task.body.strip() or "(no description)"]
+    for parent in parents:
+        summary = parent.summary or "(no summary)"
+        changed = ", ".join((parent.result or {}).get("changed_files", [])) or "none"
+        parts.append(f"## Result of parent task {parent.id}: {parent.title}\n{summary}\nChanged files: {changed}")
+    recent = [c for c in comments if c.author != "lane-runner"][-RECENT_COMMENTS:]
+    if recent:
+        parts.append("## Recent comments\n" + "\n".join(f"- {c.author}: {c.body}" for c in recent))
+    return "\n\n".join(parts)
+
+
+def worker_prompt(context: str, handoff: str = "", continuation: str = "") -> str:
+    """The prompt for one provider turn: context, any handoff or goal feedback, the contract."""
+    parts = [context]
+    if handoff:
+        parts.append("## Handoff\n" + handoff)
+    if continuation:
+        parts.append("## Continue\n" + continuation)
+    parts.append(RESULT_INSTRUCTIONS)
+    return "\n\n".join(parts)

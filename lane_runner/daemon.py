@@ -1,0 +1,276 @@
+"""The daemon: signals, wake-ups, claims and worker reaping in one place (DESIGN §6).
+
+Shaped like gunicorn's arbiter. The main thread owns the loop and every board
+claim; worker threads each carry one run (``RunExecutor``) and wake the loop
+when they finish. Signal handlers only set flags and wake the loop.
+
+The loop sleeps on an event that workers and signals set, and while slots are
+free it glances at the boards' change counters every ``POLL`` seconds (a cheap
+read, no write), so a new ready task is claimed within tens of milliseconds
+without polling the board with claims.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lane_runner import config as configuration
+from lane_runner import recovery
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.model import Claim, Outcome
+from lane_runner.executor import RunExecutor, RunReport
+from lane_runner.lock import HomeLock
+from lane_runner.notify import Notifier
+from lane_runner.services import Services, build
+
+log = logging.getLogger(__name__)
+
+POLL = 0.025  # seconds between board change checks while a slot is free
+CLAIM_SWEEP = 1.0  # claim attempts even without a change: cooldowns end without one
+RESCUE_INTERVAL = 30.0  # look for other nodes' expired leases
+REPLAY_INTERVAL = 10.0  # retry finalizations left pending by an unavailable board
+MAX_SLOTS = 64
+
+
+@dataclass
+class Timer:
+    interval: float
+    due: float = 0.0
+
+    def ready(self, now: float) -> bool:
+        if now < self.due:
+            return False
+        self.due = now + self.interval
+        return True
+
+
+class Daemon:
+    def __init__(
+        self,
+        cfg: configuration.Config,
+        *,
+        until: Callable[[Daemon], bool] | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.until = until  # stop when this says so (the demo and tests: "all done")
+        self.notifier = notifier or Notifier()
+        self.wake = threading.Event()
+        self.stopping = False
+        self.reload_requested = False
+        self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
+        self.reports: list[RunReport] = []
+        self.board_cursor = 0
+        self.timers = {
+            "claim": Timer(CLAIM_SWEEP),
+            "rescue": Timer(RESCUE_INTERVAL),
+            "replay": Timer(REPLAY_INTERVAL),
+            "gc": Timer(cfg.gc_interval),
+        }
+        self.last_watchdog = 0.0
+        self.pending_finalizations = 0
+
+    # -- life cycle -------------------------------------------------------------
+    def serve(self) -> int:
+        home_lock = HomeLock(self.cfg.home / "runner.lock", "daemon")
+        with home_lock:
+            self.services = build(self.cfg)
+            try:
+                return self._serve()
+            finally:
+                self.services.close()
+
+    def _serve(self) -> int:
+        self._install_signals()
+        result = recovery.recover(self.services)
+        self.pending_finalizations = result.pending_left
+        log.info(
+            "recovered: %d reclaimed, %d finalizations pending",
+            len(result.reclaimed), result.pending_left,
+        )
+        self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
+        self.notifier.ready(self._status_line())
+        try:
+            while not self.stopping:
+                self._tick()
+                if self.until is not None and self.until(self):
+                    self.stopping = True
+                    break
+                self._wait()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_reload)
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        log.info("signal %s: stop claiming, finish or hand back running work", signum)
+        self.stopping = True
+        self.wake.set()
+
+    def _on_reload(self, signum: int, frame: object) -> None:
+        self.reload_requested = True
+        self.wake.set()
+
+    # -- one turn of the loop ---------------------------------------------------
+    def _tick(self) -> None:
+        now = time.monotonic()
+        healthy = True
+        self._reap()
+        try:
+            if self.reload_requested:
+                self._reload()
+            if self.timers["replay"].ready(now) and self.pending_finalizations:
+                self._replay()
+            if self.timers["rescue"].ready(now):
+                recovery.rescue_expired(self.services, self._active_run_ids())
+            if self.timers["gc"].ready(now):
+                self.services.journal.collect()
+            self._claim()
+        except Exception:  # noqa: BLE001 - the loop outlives any one failure; the watchdog notices
+            log.exception("daemon loop iteration failed; retrying")
+            healthy = False
+        self._notify(healthy, now)
+
+    def _reap(self) -> None:
+        for future in [f for f in self.workers if f.done()]:
+            claim = self.workers.pop(future)
+            self.services.activity.finish(claim.run.id)
+            error = future.exception()
+            if error is not None:
+                log.error(
+                    "run %s of %s/%s crashed: %r", claim.run.id, claim.task.board, claim.task.id, error,
+                    exc_info=error,
+                )
+                self._fail_crashed(claim, repr(error))
+                continue
+            report = future.result()
+            self.reports.append(report)
+            if report.step == "pending":
+                self.pending_finalizations += 1
+
+    def _fail_crashed(self, claim: Claim, reason: str) -> None:
+        """A worker thread died: count a failure unless its result is safe in the journal."""
+        run = claim.run
+        if self.services.journal.has_pending(run.board, run.task_id, run.id):
+            self.pending_finalizations += 1
+            return
+        try:
+            self.services.store.board(run.board).reclaim(
+                run.id, f"worker crashed: {reason}", Outcome.FAILED, count_failure=True
+            )
+        except BoardUnavailable as error:
+            log.warning("cannot hand back crashed run %s now (%s); its lease will", run.id, error)
+
+    def _replay(self) -> None:
+        report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
+        self.pending_finalizations = len(report.left_pending)
+
+    def _claim(self) -> None:
+        free = min(self.services.cfg.concurrency, MAX_SLOTS) - len(self.workers)
+        if self.stopping or free <= 0:
+            return
+        slugs = list(self.services.store.board_slugs())
+        misses = 0
+        while free > 0 and slugs and misses < len(slugs):
+            slug = slugs[self.board_cursor % len(slugs)]
+            self.board_cursor += 1
+            claim = self._claim_from(slug)
+            if claim is None:
+                misses += 1
+                continue
+            misses = 0
+            free -= 1
+            self._submit(claim)
+
+    def _claim_from(self, slug: str) -> Claim | None:
+        try:
+            board = self.services.store.board(slug)
+            return board.claim(
+                self.services.node, self.services.cfg.lease_ttl, self.services.cfg.default_assignee
+            )
+        except BoardUnavailable as error:
+            log.debug("board %s skipped: %s", slug, error)
+            return None
+
+    def _submit(self, claim: Claim) -> None:
+        task = claim.task
+        log.info("claimed %s/%s run %s", task.board, task.id, claim.run.id)
+        self.services.activity.start(
+            task.board, task.id, claim.run.id, str(self.services.home.log_file(task.board, task.id))
+        )
+        future = self.pool.submit(self._execute, claim)
+        self.workers[future] = claim
+        future.add_done_callback(lambda _: self.wake.set())
+
+    def _execute(self, claim: Claim) -> RunReport:
+        return RunExecutor(self.services, claim).execute()
+
+    def _active_run_ids(self) -> set[int]:
+        return {claim.run.id for claim in self.workers.values()}
+
+    def _reload(self) -> None:
+        self.reload_requested = False
+        try:
+            cfg = configuration.load(self.cfg.home)
+        except Exception as error:  # noqa: BLE001 - a bad edit must not kill a running daemon
+            log.error("config reload failed, keeping the old configuration: %s", error)
+            return
+        self.cfg = self.services.cfg = cfg
+        log.info("configuration reloaded (concurrency %d)", cfg.concurrency)
+
+    def _wait(self) -> None:
+        """Sleep until a worker finishes, a signal arrives, a board changes, or a timer is due."""
+        deadline = min(timer.due for timer in self.timers.values())
+        while not self.wake.is_set() and not self.stopping:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            has_free_slot = len(self.workers) < self.services.cfg.concurrency
+            if not has_free_slot:
+                self.wake.wait(deadline - now)
+                continue
+            if self.wake.wait(min(POLL, deadline - now)):
+                break
+            if self.services.store.wait_for_change(0):
+                break
+        self.wake.clear()
+
+    def _notify(self, healthy: bool, now: float) -> None:
+        interval = self.notifier.watchdog_interval
+        if interval is not None and healthy and now - self.last_watchdog >= interval:
+            self.notifier.watchdog()
+            self.last_watchdog = now
+        self.notifier.status(self._status_line())
+
+    def _status_line(self) -> str:
+        return (
+            f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
+            f"{len(self.reports)} runs finished, {self.pending_finalizations} finalizations pending"
+        )
+
+    # -- shutdown ---------------------------------------------------------------
+    def _shutdown(self) -> None:
+        """Stop claiming; give running work a grace period, then kill the process trees.
+
+        Runs cut short stay claimed: the next start reclaims them and the provider
+        sessions resume. Accepted results are already in the journal.
+        """
+        self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
+        grace = self.services.cfg.shutdown_grace
+        done, running = concurrent.futures.wait(list(self.workers), timeout=grace)
+        if running:
+            log.info("grace period over: terminating %d provider process trees", len(running))
+            self.services.cancel.set()
+            concurrent.futures.wait(running, timeout=max(10.0, grace))
+        self._reap()
+        self.pool.shutdown(wait=False, cancel_futures=True)

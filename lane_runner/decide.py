@@ -1,0 +1,94 @@
+"""What to do after one provider attempt: the executor's pure decision table.
+
+Kept apart from the effects (subprocesses, board writes, journal) so every row
+of the table is tested cheaply; the executor only carries decisions out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from lane_runner.board.model import BlockKind, Outcome
+
+
+class Step(StrEnum):
+    ACCEPT = "accept"  # write the pending record and finalize
+    CONTINUE = "continue"  # another goal turn in the same session, with feedback
+    FALLBACK = "fallback"  # route to the other provider with a handoff
+    COOLDOWN = "cooldown"  # every provider is out: back to ready after a cooldown
+    BLOCK = "block"  # a person must look: blocked with a kind
+    RETRY = "retry"  # a failure: back to ready (counted; the board gives up at the limit)
+    ABANDON = "abandon"  # the run is not ours to finish (lease lost, shutting down)
+
+
+@dataclass(frozen=True)
+class Decision:
+    step: Step
+    reason: str
+    kind: BlockKind | None = None
+    outcome: Outcome | None = None
+    count_failure: bool = False
+
+
+# Classification names as the providers report them (providers.Classification values).
+UNAVAILABLE = {"capacity", "auth", "stalled"}
+UNUSABLE = "unusable"  # the lane cannot run this provider here (CLI missing, root refusal)
+ABANDONED = {"lease_lost", "cancelled"}
+
+
+def after_attempt(
+    classification: str,
+    reason: str,
+    result: dict[str, Any] | None,
+    *,
+    accepted: bool,
+    verdict_reason: str,
+    turn: int,
+    goal_turns: int,
+    time_left: bool,
+    fell_back: bool,
+) -> Decision:
+    """Decide the next step from one attempt's classification, result and judgement.
+
+    ``accepted``/``verdict_reason`` are the judge's view of a completed result
+    (ignored otherwise); ``turn`` counts from 1.
+    """
+    if classification in ABANDONED:
+        return Decision(Step.ABANDON, reason)
+    if classification == UNUSABLE:
+        if not fell_back:
+            return Decision(Step.FALLBACK, reason)
+        return Decision(Step.BLOCK, reason, kind=BlockKind.CAPABILITY)
+    if classification in UNAVAILABLE:
+        if not fell_back:
+            return Decision(Step.FALLBACK, reason)
+        return Decision(Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED)
+    if classification == "timed_out":
+        return Decision(Step.RETRY, reason, outcome=Outcome.TIMED_OUT, count_failure=True)
+    if classification != "ok" or result is None:
+        why = reason if classification != "ok" else "the provider ended without a structured result"
+        return Decision(Step.RETRY, why, outcome=Outcome.FAILED, count_failure=True)
+    return _judge_result(result, accepted, verdict_reason, turn < goal_turns and time_left, turn)
+
+
+def _judge_result(
+    result: dict[str, Any], accepted: bool, verdict_reason: str, may_continue: bool, turn: int
+) -> Decision:
+    status = result["status"]
+    summary = result["summary"].strip() or "(no summary)"
+    if status == "blocked":
+        blockers = "; ".join(result["blockers"]) or summary
+        return Decision(Step.BLOCK, f"worker is blocked: {blockers}", kind=BlockKind.NEEDS_INPUT)
+    if status == "completed" and accepted:
+        return Decision(Step.ACCEPT, summary)
+    why = verdict_reason if status == "completed" else f"the worker reported incomplete work: {summary}"
+    if may_continue:
+        return Decision(Step.CONTINUE, why)
+    return Decision(Step.BLOCK, f"not done after {turn} turn(s): {why}", kind=BlockKind.NEEDS_INPUT)
+
+
+def cooldown(previous_waits: int, base: float, cap: float) -> float:
+    """Exponential capacity cooldown: base, 2×base, 4×base … capped."""
+    return float(min(cap, base * (2 ** min(previous_waits, 32))))

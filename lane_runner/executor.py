@@ -1,0 +1,331 @@
+"""Carry one claimed run from route to result (DESIGN §1).
+
+The executor owns one run at a time: lane state, workspace, context, route,
+provider attempts under the supervisor, the goal loop, and the hand-over of an
+accepted result to the journal. Decisions come from ``decide``; this module
+only carries them out, so each step here is an effect with a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from journal import FinalizeOutcome
+from lane_runner import context as contexts
+from lane_runner import decide, lanestate, workspace
+from lane_runner.board.base import Board, BoardUnavailable
+from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
+from lane_runner.router import Route, RoutingError, health
+from lane_runner.services import Services
+from providers import Attempt, ProviderRequest, claude_root_refusal, run_attempt, worker_environment
+
+log = logging.getLogger(__name__)
+AUTHOR = "lane-runner"
+
+
+@dataclass
+class RunReport:
+    board: str
+    task_id: str
+    run_id: int
+    step: str
+    reason: str
+    provider: str | None = None
+
+
+class RunExecutor:
+    """One claimed run. ``execute()`` returns what happened; it never raises for provider trouble."""
+
+    def __init__(self, services: Services, claim: Claim) -> None:
+        self.s = services
+        self.task: Task = claim.task
+        self.run: Run = claim.run
+        self.board: Board = services.store.board(claim.task.board)
+        self.lanes_dir = services.home.lane_dir(self.task.board)
+        self.state = lanestate.load(self.lanes_dir, self.task.board, self.task.id, self.run.id)
+        max_runtime = self.task.max_runtime or services.cfg.max_runtime
+        self.deadline = time.monotonic() + max_runtime
+        self.lease_until = self.run.lease_expires_at
+        self.fell_back = False
+
+    # -- the run ----------------------------------------------------------------
+    def execute(self) -> RunReport:
+        self._save_state()
+        try:
+            worktree = workspace.prepare(
+                self.task.workspace,
+                self.s.home.worktree(self.task.board, self.task.id),
+                workspace.branch_name(self.task.board, self.task.id),
+                self.s.home.root / "worktrees" / ".lock",
+            )
+        except workspace.WorkspaceError as error:
+            return self._block(str(error), BlockKind.CAPABILITY)
+        task_context = self._context()
+        try:
+            route = self._route(task_context)
+        except RoutingError as error:
+            return self._cooldown(f"routing failed: {error}")
+        return self._work(worktree, task_context, route)
+
+    def _work(self, worktree: Path, task_context: str, route: Route) -> RunReport:
+        handoff = self._handoff_for(route.provider, worktree, "")
+        continuation = ""
+        turn = max(self.state.goal_turn, 1)
+        while True:
+            self.state.goal_turn = turn
+            prompt = contexts.worker_prompt(task_context, handoff, continuation)
+            attempt = self._attempt(route, prompt, worktree, turn)
+            accepted, verdict = self._judge(task_context, attempt)
+            decision = decide.after_attempt(
+                attempt.classification.value,
+                attempt.reason,
+                attempt.structured,
+                accepted=accepted,
+                verdict_reason=verdict,
+                turn=turn,
+                goal_turns=self.task.goal_turns,
+                time_left=time.monotonic() < self.deadline,
+                fell_back=self.fell_back,
+            )
+            log.info(
+                "%s/%s run %s turn %s: %s -> %s (%s)",
+                self.task.board, self.task.id, self.run.id, turn,
+                attempt.classification.value, decision.step.value, decision.reason,
+            )
+            if decision.step is decide.Step.CONTINUE:
+                turn += 1
+                handoff, continuation = "", f"Your previous answer was not accepted: {decision.reason}"
+                continue
+            if decision.step is decide.Step.FALLBACK:
+                try:
+                    route = self._fallback(task_context, route, decision.reason)
+                except RoutingError as error:
+                    return self._cooldown(f"no fallback route: {error}")
+                handoff = self._handoff_for(route.provider, worktree, attempt.tail)
+                continuation = ""
+                continue
+            return self._conclude(decision, attempt, route)
+
+    def _conclude(self, decision: decide.Decision, attempt: Attempt, route: Route) -> RunReport:
+        step = decision.step
+        if step is decide.Step.ACCEPT:
+            assert attempt.structured is not None
+            return self._accept(attempt.structured, route)
+        if step is decide.Step.ABANDON:
+            return self._report("abandon", decision.reason, route.provider)
+        if step is decide.Step.COOLDOWN:
+            return self._cooldown(decision.reason)
+        if step is decide.Step.BLOCK:
+            assert decision.kind is not None
+            return self._block(decision.reason, decision.kind)
+        assert decision.outcome is not None
+        self._guarded(
+            self.board.reclaim, self.run.id, decision.reason, decision.outcome,
+            count_failure=decision.count_failure,
+        )
+        return self._report("retry", decision.reason, route.provider)
+
+    # -- steps ------------------------------------------------------------------
+    def _context(self) -> str:
+        parents = [self.board.get_task(parent) for parent in self.task.parents]
+        return contexts.task_context(self.task, parents, self.board.comments(self.task.id))
+
+    def _route(self, task_context: str) -> Route:
+        exclusion = health.excluded_provider(health.read_all(self.s.home.provider_health), time.time())
+        exclude, why = exclusion if exclusion else (None, None)
+        route = self.s.router.route(task_context, self.task.assignee or "cli-auto", exclude, why)
+        self._record_route(route)
+        return route
+
+    def _fallback(self, task_context: str, failed: Route, reason: str) -> Route:
+        self.fell_back = True
+        route = self.s.router.fallback(task_context, failed, reason)
+        self._record_route(route)
+        return route
+
+    def _record_route(self, route: Route) -> None:
+        self.state.route = route.to_dict()
+        self._save_state()
+        self._guarded(self.board.comment, self.task.id, route.describe(), author=AUTHOR)
+
+    def _handoff_for(self, provider: str, worktree: Path, tail: str) -> str:
+        """A different provider than the last one gets a handoff; the same one resumes."""
+        previous = self.state.provider
+        if previous is None or previous == provider:
+            return ""
+        return workspace.handoff(worktree, tail)
+
+    def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
+        provider = route.provider
+        n = self.state.next_sequence()
+        session_id = self.state.sessions.get(provider)
+        if provider == "claude" and session_id is None:
+            session_id = self.state.sessions["claude"] = str(uuid.uuid4())
+        self.state.provider = provider
+        record = {
+            "n": n, "run_id": self.run.id, "provider": provider, "model": route.model,
+            "effort": route.effort, "turn": turn, "started_at": time.time(),
+            "ended_at": None, "classification": None, "reason": None,
+        }
+        self.state.attempts.append(record)
+        self._save_state()
+        unusable = self._unusable(provider)
+        if unusable is not None:
+            attempt = Attempt.unusable(unusable)
+        else:
+            attempt = run_attempt(self._request(route, prompt, worktree, n, session_id))
+        record.update(
+            ended_at=time.time(), classification=attempt.classification.value,
+            reason=attempt.reason[:2000],
+        )
+        if attempt.session_id:
+            self.state.sessions[provider] = attempt.session_id
+        self.state.started[provider] = self.state.started.get(provider, False) or attempt.started
+        self._save_state()
+        self._record_health(provider, attempt)
+        if attempt.structured is not None:
+            self.s.journal.write_new_document(
+                self.task.board, f"{self.task.id}.run-{self.run.id}.candidate-{n}.json",
+                attempt.structured,
+            )
+        return attempt
+
+    def _unusable(self, provider: str) -> str | None:
+        if self.s.binaries.get(provider) is None:
+            return f"the {provider} CLI is not installed: install it or set {provider}_bin"
+        if provider == "claude":
+            return claude_root_refusal(self.s.cfg.worker_user)
+        return None
+
+    def _request(
+        self, route: Route, prompt: str, worktree: Path, n: int, session_id: str | None
+    ) -> ProviderRequest:
+        provider = route.provider
+        executable = self.s.binaries[provider]
+        assert executable is not None
+        self.s.activity.update(self.run.id, provider=provider, model=route.model, effort=route.effort)
+        return ProviderRequest(
+            provider=provider,
+            executable=executable,
+            model=route.model,
+            effort=route.effort,
+            prompt=prompt,
+            workspace=worktree,
+            schema_path=self.s.schema_path,
+            result_file=self.lanes_dir / f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json",
+            session_id=session_id,
+            resume=self.state.started.get(provider, False),
+            log_path=self.s.home.log_file(self.task.board, self.task.id),
+            env=worker_environment(provider, None, None),
+            heartbeat=self._heartbeat,
+            on_session=lambda value: self._on_session(provider, value),
+            heartbeat_interval=self.s.cfg.heartbeat_interval,
+            stall_timeout=self.s.cfg.stall_timeout,
+            deadline=self.deadline,
+            rotate_bytes=self.s.cfg.log_rotate_bytes,
+            cancel=self.s.cancel,
+            run_as=self.s.cfg.worker_user,
+            on_progress=lambda progress: self.s.activity.progress(self.run.id, progress),
+        )
+
+    def _on_session(self, provider: str, session_id: str) -> None:
+        """Persist a new session id the moment it appears, so a crash right after can resume it."""
+        self.state.sessions[provider] = session_id
+        self.state.started[provider] = True
+        self._save_state()
+
+    def _heartbeat(self) -> bool:
+        """Renew the lease. Storage trouble keeps the worker alive until the lease is really gone."""
+        try:
+            renewed = self.board.heartbeat(self.run.id, self.s.cfg.lease_ttl)
+        except BoardUnavailable as error:
+            log.warning("heartbeat for run %s not stored (%s); lease known until %.0f",
+                        self.run.id, error, self.lease_until)
+            return time.time() < self.lease_until
+        if renewed:
+            self.lease_until = time.time() + self.s.cfg.lease_ttl
+            self.s.activity.heartbeat(self.run.id)
+        return renewed
+
+    def _judge(self, task_context: str, attempt: Attempt) -> tuple[bool, str]:
+        result = attempt.structured
+        if result is None or result["status"] != "completed":
+            return False, ""
+        if self.task.goal_turns <= 1:
+            return True, "accepted"
+        try:
+            verdict = self.s.judge.judge(task_context, result)
+        except RoutingError as error:
+            log.warning("judge unavailable (%s); falling back to the structural judge", error)
+            from lane_runner.router.judge import structural_verdict
+
+            verdict = structural_verdict(result)
+        return verdict.accepted, verdict.reason
+
+    def _record_health(self, provider: str, attempt: Attempt) -> None:
+        kind = attempt.classification.value
+        if kind in ("capacity", "auth"):
+            health.record_failure(self.s.home.provider_health, provider, kind, attempt.reason)
+        elif kind == "ok":
+            health.record_success(self.s.home.provider_health, provider)
+
+    def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
+        metadata = {
+            "node": self.s.node, "provider": route.provider, "model": route.model,
+            "effort": route.effort, "goal_turn": self.state.goal_turn,
+        }
+        self.s.journal.write_pending(
+            self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
+        )
+        outcome = self.s.journal.finalize(self.task.board, self.task.id, self.run.id, self.s.commit)
+        if outcome is FinalizeOutcome.PENDING:
+            return self._report("pending", "the board is unavailable; recovery will commit", route.provider)
+        return self._report(outcome.value, result["summary"], route.provider)
+
+    def _block(self, reason: str, kind: BlockKind) -> RunReport:
+        self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
+        return self._report("block", reason)
+
+    def _cooldown(self, reason: str) -> RunReport:
+        waits = _recent_capacity_waits(self.board.runs(self.task.id))
+        seconds = decide.cooldown(waits, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        self._guarded(
+            self.board.reclaim, self.run.id, f"capacity: {reason}", Outcome.RECLAIMED,
+            count_failure=False, cooldown=seconds,
+        )
+        return self._report("cooldown", f"{reason} (next attempt in {seconds:.0f} s)")
+
+    # -- helpers ----------------------------------------------------------------
+    def _save_state(self) -> None:
+        self.s.journal.write_document(
+            self.task.board, f"{self.task.id}.json", self.state.to_document()
+        )
+
+    def _guarded(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
+        """A board write whose failure leaves the run claimed: its lease or recovery settles it."""
+        try:
+            return operation(*args, **kwargs)
+        except BoardUnavailable as error:
+            log.warning("board %s unavailable for %s: %s; the run stays claimed",
+                        self.task.board, getattr(operation, "__name__", operation), error)
+            return None
+
+    def _report(self, step: str, reason: str, provider: str | None = None) -> RunReport:
+        return RunReport(self.task.board, self.task.id, self.run.id, step, reason, provider)
+
+
+def _recent_capacity_waits(runs: list[Run]) -> int:
+    """How many of the task's latest runs in a row ended waiting for capacity."""
+    waits = 0
+    for run in sorted(runs, key=lambda r: r.id, reverse=True):
+        if run.outcome is None:
+            continue
+        if run.outcome is not Outcome.RECLAIMED or not (run.reason or "").startswith("capacity:"):
+            break
+        waits += 1
+    return waits

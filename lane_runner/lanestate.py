@@ -1,0 +1,133 @@
+"""The lane state file ``lanes/<board>/<task>.json`` (DESIGN §3.2).
+
+It is what a restarted runner needs to carry a task on: the route, the provider
+that last worked on it and its session ids (so the same provider resumes and a
+different one gets a handoff), the goal turn and the attempt sequence (so no
+candidate or provider result file name is ever reused). The executor saves it
+through the journal's atomic write at every step that matters for resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+import schemas
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "lane-state.schema.json"
+MAX_ATTEMPTS_KEPT = 50
+MAX_BYTES = 1 << 20
+
+
+@dataclass
+class LaneState:
+    board: str
+    task_id: str
+    run_id: int
+    route: dict[str, Any] | None = None
+    provider: str | None = None
+    sessions: dict[str, str] = field(default_factory=dict)
+    started: dict[str, bool] = field(default_factory=dict)
+    goal_turn: int = 0
+    sequence: int = 0
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    updated_at: float = 0.0
+
+    def to_document(self) -> dict[str, Any]:
+        self.updated_at = time.time()
+        return {
+            "format": 1,
+            "board": self.board,
+            "task_id": self.task_id,
+            "run_id": self.run_id,
+            "route": self.route,
+            "provider": self.provider,
+            "sessions": dict(self.sessions),
+            "started": dict(self.started),
+            "goal_turn": self.goal_turn,
+            "sequence": self.sequence,
+            "attempts": self.attempts[-MAX_ATTEMPTS_KEPT:],
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> LaneState:
+        return cls(
+            board=document["board"],
+            task_id=document["task_id"],
+            run_id=document["run_id"],
+            route=document["route"],
+            provider=document["provider"],
+            sessions=dict(document["sessions"]),
+            started=dict(document.get("started", {})),
+            goal_turn=document["goal_turn"],
+            sequence=document["sequence"],
+            attempts=list(document["attempts"]),
+            updated_at=document["updated_at"],
+        )
+
+    def next_sequence(self) -> int:
+        """Reserve the next attempt number; the caller saves the state before using it."""
+        self.sequence += 1
+        return self.sequence
+
+    def begin_run(self, run_id: int) -> None:
+        """A new claim of the same task: sessions and sequence carry over, the goal restarts."""
+        if run_id != self.run_id:
+            self.run_id = run_id
+            self.goal_turn = 0
+            self.route = None
+
+
+def path_for(lanes_dir: Path, task_id: str) -> Path:
+    return lanes_dir / f"{task_id}.json"
+
+
+def load(lanes_dir: Path, board: str, task_id: str, run_id: int) -> LaneState:
+    """The saved state of a task, or a fresh one when there is none or it cannot be trusted.
+
+    An untrusted state file costs only a session resume (the task starts its
+    provider session afresh), so it is logged and replaced, never fatal.
+    """
+    path = path_for(lanes_dir, task_id)
+    try:
+        raw = _read_regular(path)
+    except FileNotFoundError:
+        return LaneState(board, task_id, run_id)
+    except OSError as error:
+        log.warning("lane state %s unreadable (%s); starting fresh", path, error)
+        return LaneState(board, task_id, run_id)
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        log.warning("lane state %s is not JSON (%s); starting fresh", path, error)
+        return LaneState(board, task_id, run_id)
+    problem = schemas.first_error(SCHEMA, document)
+    if problem is None and (document["board"], document["task_id"]) != (board, task_id):
+        problem = "names another board or task"
+    if problem is not None:
+        log.warning("lane state %s is invalid (%s); starting fresh", path, problem)
+        return LaneState(board, task_id, run_id)
+    state = LaneState.from_document(document)
+    state.begin_run(run_id)
+    return state
+
+
+def _read_regular(path: Path) -> bytes:
+    """Read a small regular file without following a link or blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)

@@ -1,0 +1,91 @@
+"""Recovery orchestration (DESIGN §4.2): the journal's replay, then orphans and expired leases.
+
+``recover`` runs at every daemon start and as ``lane-runner recover``: it replays
+what a crash left in the journal, then returns this node's orphaned runs to
+``ready`` (outcome ``reclaimed``: a restart is not a failure; the provider
+session is kept for resume). ``rescue_expired`` is the daemon's periodic look
+at other nodes' runs whose leases ran out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.model import Outcome, Run
+from lane_runner.services import Services
+
+log = logging.getLogger(__name__)
+
+RESTART_REASON = "the runner restarted; the run resumes its provider session"
+
+
+@dataclass
+class RunRef:
+    board: str
+    task_id: str
+    run_id: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"board": self.board, "task_id": self.task_id, "run_id": self.run_id, "reason": self.reason}
+
+
+@dataclass
+class RecoveryResult:
+    journal: Any
+    reclaimed: list[RunRef] = field(default_factory=list)
+    rescued: list[RunRef] = field(default_factory=list)
+    unavailable_boards: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pending_left(self) -> int:
+        return len(self.journal.left_pending)
+
+
+def recover(services: Services, active: Collection[int] = ()) -> RecoveryResult:
+    report = services.journal.recover(services.commit, services.make_retryable)
+    result = RecoveryResult(journal=report)
+    for slug in services.store.board_slugs():
+        try:
+            result.reclaimed += _reclaim_orphans(services, slug, active)
+        except BoardUnavailable as error:
+            result.unavailable_boards[slug] = str(error)
+    return result
+
+
+def _reclaim_orphans(services: Services, slug: str, active: Collection[int]) -> list[RunRef]:
+    board = services.store.board(slug)
+    reclaimed = []
+    for run in board.running_runs(node=services.node):
+        if run.id in active or _holds_result(services, run):
+            continue
+        if board.reclaim(run.id, RESTART_REASON, Outcome.RECLAIMED):
+            reclaimed.append(RunRef(slug, run.task_id, run.id, RESTART_REASON))
+    return reclaimed
+
+
+def _holds_result(services: Services, run: Run) -> bool:
+    """A run whose accepted result is still in the journal stays claimed until it commits."""
+    return services.journal.has_pending(run.board, run.task_id, run.id)
+
+
+def rescue_expired(services: Services, active: Collection[int], now: float | None = None) -> list[RunRef]:
+    """Return runs whose lease ran out to ``ready`` (outcome ``expired``, not a failure)."""
+    rescued = []
+    for slug in services.store.board_slugs():
+        try:
+            board = services.store.board(slug)
+            for run in board.expired_runs(now):
+                if run.id in active or (run.node == services.node and _holds_result(services, run)):
+                    continue
+                reason = f"lease of node {run.node} expired"
+                if board.reclaim(run.id, reason, Outcome.EXPIRED):
+                    log.info("rescued %s/%s run %s: %s", slug, run.task_id, run.id, reason)
+                    rescued.append(RunRef(slug, run.task_id, run.id, reason))
+        except BoardUnavailable as error:
+            log.warning("board %s unavailable while rescuing expired leases: %s", slug, error)
+    return rescued

@@ -1,0 +1,116 @@
+"""What every run shares, built once per daemon (or ``recover``) from the configuration."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal import CommitResult, Journal, TerminalRecord
+from lane_runner.activity import Activity
+from lane_runner.board import open_store
+from lane_runner.board.base import BoardUnavailable, Store
+from lane_runner.board.model import Outcome
+from lane_runner.config import Config
+from lane_runner.errors import UsageError
+from lane_runner.home import Home
+from lane_runner.router import Judge, Router, make_judge, make_router
+
+import schemas
+
+log = logging.getLogger(__name__)
+RESULT_SCHEMA = "worker-result.schema.json"
+
+
+@dataclass
+class Services:
+    cfg: Config
+    home: Home
+    store: Store
+    journal: Journal
+    router: Router
+    judge: Judge
+    node: str
+    binaries: dict[str, Path | None]
+    schema_path: Path
+    cancel: threading.Event = field(default_factory=threading.Event)
+    activity: Activity = field(default_factory=Activity)
+
+    def commit(self, record: TerminalRecord) -> CommitResult:
+        """The journal's board-commit callback: the exact-run completion on the record's board."""
+        try:
+            outcome = self.store.board(record.board).complete(
+                record.run_id, record.result, record.summary
+            )
+        except BoardUnavailable as error:
+            log.warning("board %s unavailable; finalization waits: %s", record.board, error)
+            return CommitResult.PENDING
+        return CommitResult.COMMITTED if outcome.committed else CommitResult.STALE
+
+    def make_retryable(self, board: str, task_id: str, run_id: int, reason: str) -> None:
+        """The journal's callback for an untrusted pending record: the exact run goes back to ready."""
+        try:
+            self.store.board(board).reclaim(run_id, f"untrusted journal entry: {reason}", Outcome.FAILED)
+        except BoardUnavailable as error:
+            log.warning("cannot make %s/%s run %s retryable now: %s", board, task_id, run_id, error)
+
+    def close(self) -> None:
+        self.router.close()
+        self.store.close()
+
+
+def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
+    """The CLI per provider: the simulators when ``simulate``, else configured, else on PATH."""
+    if cfg.simulate:
+        from providers.simulators import install
+
+        return dict(install(home.root / "sim-bin"))
+    found: dict[str, Path | None] = {}
+    for provider in ("codex", "claude"):
+        configured = cfg.values[f"{provider}_bin"]
+        if configured:
+            path = shutil.which(configured)
+            if path is None:
+                raise UsageError(f"{provider}_bin {configured!r} is not an executable; fix it or unset it")
+            found[provider] = Path(path)
+        else:
+            on_path = shutil.which(provider)
+            found[provider] = Path(on_path) if on_path else None
+    return found
+
+
+def write_result_schema(home: Home) -> Path:
+    """The worker-result schema as a file the CLIs can read (codex --output-schema)."""
+    path = home.root / RESULT_SCHEMA
+    payload = schemas.load_bytes(RESULT_SCHEMA)
+    try:
+        if path.read_bytes() == payload:
+            return path
+    except FileNotFoundError:
+        pass
+    temporary = path.with_name(f".{RESULT_SCHEMA}.tmp")
+    temporary.write_bytes(payload)
+    temporary.chmod(0o644)
+    temporary.replace(path)
+    return path
+
+
+def build(cfg: Config, **overrides: Any) -> Services:
+    home = Home(cfg.home)
+    home.ensure()
+    router = make_router(cfg)
+    return Services(
+        cfg=cfg,
+        home=home,
+        store=open_store(cfg),
+        journal=Journal(home.lanes),
+        router=router,
+        judge=make_judge(cfg, router),
+        node=home.node_id(),
+        binaries=resolve_binaries(cfg, home),
+        schema_path=write_result_schema(home),
+        **overrides,
+    )
