@@ -1,0 +1,121 @@
+"""A real model router stand-in: a loopback HTTP server answering from a script."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lane_runner import config
+from lane_runner.router.http import HttpRouter
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b"{}"
+    delay: float = 0.0
+
+
+class ScriptedRouter:
+    """Serves ``replies`` in order and records every request it received."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host}:{port}/v1/chat/completions"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def reply(
+        self, status: int = 200, body: bytes = b"{}", headers: dict[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self.replies.append(Reply(status, headers or {}, body, delay))
+
+    def select(self, target: str, rationale: str = "", content: str | None = None) -> None:
+        """Answer with ``target`` in the selection header and optionally ``content`` in the body."""
+        headers = {"x-model-router-selected-model": target}
+        if rationale:
+            headers["x-model-router-rationale"] = rationale
+        body = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+        self.reply(body=json.dumps(body).encode(), headers=headers)
+
+    def say(self, content: str) -> None:
+        """Answer with a chat completion whose message content is ``content`` (the judge)."""
+        self.reply(body=json.dumps({"choices": [{"message": {"content": content}}]}).encode())
+
+    def models(self) -> list[str]:
+        return [request["json"]["model"] for request in self.requests]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                raw = self.rfile.read(length)
+                scripted.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)}
+                )
+                reply = scripted.replies.popleft() if scripted.replies else Reply(500, body=b"no script")
+                time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left: exactly what the timeout test provokes
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the test asserts on ``requests`` instead."""
+
+        return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedRouter]:
+    scripted = ScriptedRouter()
+    yield scripted
+    scripted.close()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(trust_env=False) as http:
+        yield http
+
+
+@pytest.fixture
+def router(server: ScriptedRouter, client: httpx.Client) -> HttpRouter:
+    return HttpRouter(server.url, client, timeout=5.0, retries=2, backoff=0.01)
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> config.Config:
+    return config.load(tmp_path, environ={})
