@@ -1,0 +1,432 @@
+"""The board contract (DESIGN §5): every backend runs this suite through ``store``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lane_runner.board.base import Board, Store
+from lane_runner.board.model import (
+    BlockKind,
+    Claim,
+    CompleteOutcome,
+    NewTask,
+    Outcome,
+    Status,
+)
+from lane_runner.errors import NotFound, UsageError
+
+NODE = "node-a"
+TTL = 60.0
+RESULT = {"status": "completed", "summary": "ok", "changed_files": []}
+
+
+def claim(board: Board, default: str = "cli-auto") -> Claim:
+    claimed = board.claim(NODE, TTL, default)
+    assert claimed is not None
+    return claimed
+
+
+def snapshot(board: Board) -> tuple[object, ...]:
+    return (board.counts(), len(board.events()), [t.id for t in board.list_tasks()])
+
+
+# -- boards ------------------------------------------------------------------------
+
+
+def test_boards_are_created_once_and_listed(store: Store) -> None:
+    store.create_board("b")
+    store.create_board("a.1")
+    assert list(store.board_slugs()) == ["a.1", "b"]
+    assert store.board("b").slug == "b"
+    with pytest.raises(UsageError, match="already exists"):
+        store.create_board("b")
+
+
+@pytest.mark.parametrize("slug", ["..", ".", "a/b", "", "a b"])
+def test_invalid_board_names_are_refused(store: Store, slug: str) -> None:
+    with pytest.raises(UsageError, match="invalid board"):
+        store.create_board(slug)
+    assert list(store.board_slugs()) == []
+
+
+def test_unknown_board_says_how_to_create_it(store: Store) -> None:
+    with pytest.raises(NotFound, match="lane-runner board create nope"):
+        store.board("nope")
+
+
+# -- add_task ----------------------------------------------------------------------
+
+
+def test_add_task_defaults(board: Board) -> None:
+    task = board.add_task(NewTask(title="fix it", body="details"))
+    assert task.id.startswith("t-") and len(task.id) == 10
+    assert (task.status, task.board, task.body, task.goal_turns) == (
+        Status.READY, "main", "details", 1,
+    )
+    assert board.get_task(task.id) == task
+    assert [e.kind for e in board.events(task.id)] == ["created"]
+
+
+def test_parents_decide_todo_or_ready(board: Board) -> None:
+    parent = board.add_task(NewTask(title="p", id="p"))
+    child = board.add_task(NewTask(title="c", parents=("p",)))
+    assert child.status is Status.TODO and child.parents == ("p",)
+    board.complete(claim(board).run.id, RESULT, "done")
+    assert board.get_task(parent.id).status is Status.DONE
+    assert board.add_task(NewTask(title="late child", parents=("p",))).status is Status.READY
+
+
+@pytest.mark.parametrize(
+    ("new", "words"),
+    [
+        (NewTask(title="t", id="p"), "already exists"),
+        (NewTask(title="t", id="a/b"), "invalid task id"),
+        (NewTask(title="t", parents=("missing",)), "same board"),
+        (NewTask(title="t", id="self", parents=("self",)), "cycle"),
+        (NewTask(title="t", assignee="bob"), "invalid assignee"),
+        (NewTask(title="t", body="x" * (256 * 1024 + 1)), "256 KiB"),
+        (NewTask(title="t", goal_turns=0), "goal turns"),
+        (NewTask(title="t", max_runtime=-1), "max runtime"),
+        (NewTask(title=""), "title"),
+    ],
+)
+def test_bad_tasks_write_nothing(board: Board, new: NewTask, words: str) -> None:
+    board.add_task(NewTask(title="p", id="p"))
+    before = snapshot(board)
+    with pytest.raises(UsageError, match=words):
+        board.add_task(new)
+    assert snapshot(board) == before
+
+
+def test_parent_on_another_board_is_refused(store: Store) -> None:
+    store.create_board("other").add_task(NewTask(title="p", id="p"))
+    main = store.create_board("main")
+    with pytest.raises(UsageError, match="same board"):
+        main.add_task(NewTask(title="t", parents=("p",)))
+    assert main.list_tasks() == []
+
+
+def test_archived_parent_is_refused(board: Board) -> None:
+    board.add_task(NewTask(title="p", id="p"))
+    board.archive("p")
+    with pytest.raises(UsageError, match="archived"):
+        board.add_task(NewTask(title="t", parents=("p",)))
+
+
+def test_unknown_task_is_not_found(board: Board) -> None:
+    for call in (
+        lambda: board.get_task("nope"),
+        lambda: board.runs("nope"),
+        lambda: board.comments("nope"),
+        lambda: board.events("nope"),
+        lambda: board.unblock("nope"),
+        lambda: board.archive("nope"),
+        lambda: board.comment("nope", "hi"),
+        lambda: board.get_run(99),
+    ):
+        with pytest.raises(NotFound):
+            call()
+
+
+def test_list_tasks_by_status(board: Board) -> None:
+    board.add_task(NewTask(title="a", id="a"))
+    board.add_task(NewTask(title="b", id="b", parents=("a",)))
+    assert [t.id for t in board.list_tasks()] == ["a", "b"]
+    assert [t.id for t in board.list_tasks(Status.TODO)] == ["b"]
+    assert board.list_tasks(Status.TODO)[0].parents == ("a",)
+    assert board.counts() == {
+        "todo": 1, "ready": 1, "running": 0, "done": 0, "blocked": 0, "archived": 0,
+    }
+
+
+# -- claim -------------------------------------------------------------------------
+
+
+def test_claim_order_is_priority_then_age(board: Board, clock: Any) -> None:
+    for task_id, priority in (("old", 0), ("high", 5), ("new", 0)):
+        board.add_task(NewTask(title=task_id, id=task_id, priority=priority))
+        clock.advance(1)
+    order = [claim(board).task.id for _ in range(3)]
+    assert order == ["high", "old", "new"]
+    assert board.claim(NODE, TTL, "cli-auto") is None
+
+
+def test_claim_makes_a_run_with_a_lease(board: Board, clock: Any) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    claimed = claim(board)
+    assert claimed.task.status is Status.RUNNING
+    assert claimed.task.current_run_id == claimed.run.id
+    assert claimed.run.node == NODE
+    assert claimed.run.lease_expires_at == pytest.approx(clock() + TTL)
+    assert claimed.run.ended_at is None
+    assert board.get_run(claimed.run.id) == claimed.run
+    kinds = [(e.kind, e.run_id) for e in board.events("t")]
+    assert kinds == [("created", None), ("claimed", claimed.run.id)]
+
+
+def test_unassigned_tasks_take_the_default_assignee(board: Board) -> None:
+    board.add_task(NewTask(title="open", id="open", priority=9))
+    board.add_task(NewTask(title="manual", id="manual", assignee="cli-claude-low"))
+    assert claim(board, default="").task.id == "manual"
+    assert board.claim(NODE, TTL, "") is None
+    taken = claim(board, default="cli-codex-high")
+    assert (taken.task.id, taken.task.assignee) == ("open", "cli-codex-high")
+
+
+def test_run_ids_increase(board: Board) -> None:
+    for index in range(3):
+        board.add_task(NewTask(title=str(index)))
+    ids = [claim(board).run.id for _ in range(3)]
+    assert ids == sorted(ids) and len(set(ids)) == 3
+
+
+# -- heartbeat ---------------------------------------------------------------------
+
+
+def test_heartbeat_renews_only_the_current_run(board: Board, clock: Any) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    events = len(board.events())
+    clock.advance(30)
+    assert board.heartbeat(run.id, TTL)
+    renewed = board.get_run(run.id)
+    assert renewed.lease_expires_at == pytest.approx(clock() + TTL)
+    assert renewed.heartbeat_at == pytest.approx(clock())
+    assert len(board.events()) == events
+    assert board.reclaim(run.id, "restart", Outcome.RECLAIMED)
+    assert not board.heartbeat(run.id, TTL)
+    assert not board.heartbeat(run.id + 100, TTL)
+
+
+# -- complete ----------------------------------------------------------------------
+
+
+def test_complete_then_duplicate_then_stale(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    assert board.complete(run.id, RESULT, "all good") is CompleteOutcome.COMPLETED
+    task = board.get_task("t")
+    assert (task.status, task.completed_run_id, task.current_run_id) == (Status.DONE, run.id, None)
+    assert (task.result, task.summary) == (RESULT, "all good")
+    assert board.get_run(run.id).outcome is Outcome.COMPLETED
+    reordered = dict(reversed(list(RESULT.items())))
+    assert board.complete(run.id, reordered, "again") is CompleteOutcome.DUPLICATE
+    assert board.complete(run.id, {"other": 1}, "x") is CompleteOutcome.STALE
+    assert board.get_task("t") == task
+    assert board.complete(run.id + 50, RESULT, "x") is CompleteOutcome.STALE
+
+
+def test_complete_resets_failures_and_blocks(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    first = claim(board).run
+    assert board.reclaim(first.id, "crash", Outcome.FAILED, count_failure=True, cooldown=0)
+    run = claim(board).run
+    assert board.get_task("t").failure_count == 1
+    board.complete(run.id, RESULT, "ok")
+    task = board.get_task("t")
+    assert (task.failure_count, task.next_attempt_at, task.block_kind) == (0, None, None)
+
+
+@pytest.mark.parametrize("how", ["reclaim", "block"])
+def test_replay_after_the_run_ended(board: Board, how: str) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    if how == "reclaim":
+        assert board.reclaim(run.id, "restart", Outcome.RECLAIMED)
+    else:
+        assert board.block(run.id, "stuck", BlockKind.TRANSIENT)
+    assert board.complete(run.id, RESULT, "late") is CompleteOutcome.REPLAYED
+    task = board.get_task("t")
+    assert (task.status, task.completed_run_id, task.block_kind) == (Status.DONE, run.id, None)
+    assert board.get_run(run.id).outcome is Outcome.COMPLETED
+    assert board.complete(run.id, RESULT, "late") is CompleteOutcome.DUPLICATE
+
+
+def test_no_replay_once_a_newer_run_exists(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    first = claim(board).run
+    board.reclaim(first.id, "restart", Outcome.RECLAIMED)
+    second = claim(board).run
+    assert board.complete(first.id, RESULT, "old") is CompleteOutcome.STALE
+    board.reclaim(second.id, "restart", Outcome.RECLAIMED)
+    assert board.complete(first.id, RESULT, "old") is CompleteOutcome.STALE
+    assert board.complete(second.id, RESULT, "new") is CompleteOutcome.REPLAYED
+
+
+def test_archived_task_is_stale(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    board.reclaim(run.id, "restart", Outcome.RECLAIMED)
+    board.archive("t")
+    assert board.complete(run.id, RESULT, "x") is CompleteOutcome.STALE
+    assert board.get_task("t").status is Status.ARCHIVED
+
+
+def test_completion_promotes_children_whose_parents_are_all_done(board: Board) -> None:
+    board.add_task(NewTask(title="a", id="a"))
+    board.add_task(NewTask(title="b", id="b"))
+    board.add_task(NewTask(title="both", id="both", parents=("a", "b")))
+    board.add_task(NewTask(title="only a", id="only-a", parents=("a",)))
+    first = claim(board)
+    board.complete(first.run.id, RESULT, "ok")
+    assert board.get_task("only-a").status is Status.READY
+    assert board.get_task("both").status is Status.TODO
+    second = claim(board)
+    assert second.task.id == "b"
+    board.complete(second.run.id, RESULT, "ok")
+    assert board.get_task("both").status is Status.READY
+    assert "promoted" in [e.kind for e in board.events("both")]
+
+
+# -- block and reclaim -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(BlockKind))
+def test_block(board: Board, kind: BlockKind) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    assert board.block(run.id, "needs a key", kind)
+    task = board.get_task("t")
+    assert (task.status, task.block_reason) == (Status.BLOCKED, "needs a key")
+    assert task.block_kind is kind
+    assert (task.current_run_id, task.failure_count) == (None, 1)
+    ended = board.get_run(run.id)
+    assert (ended.outcome, ended.reason) == (Outcome.BLOCKED, "needs a key")
+    assert not board.block(run.id, "again", kind)
+    assert board.get_run(run.id).ended_at == ended.ended_at
+
+
+def test_block_without_counting(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    assert board.block(claim(board).run.id, "ask", BlockKind.NEEDS_INPUT, count_failure=False)
+    assert board.get_task("t").failure_count == 0
+
+
+def test_reclaim_with_cooldown(board: Board, clock: Any) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    assert board.reclaim(run.id, "capacity", Outcome.FAILED, cooldown=120)
+    task = board.get_task("t")
+    assert (task.status, task.failure_count) == (Status.READY, 0)
+    assert task.next_attempt_at == pytest.approx(clock() + 120)
+    assert (board.get_run(run.id).outcome, board.get_run(run.id).reason) == (
+        Outcome.FAILED, "capacity",
+    )
+    assert board.claim(NODE, TTL, "cli-auto") is None
+    clock.advance(121)
+    assert claim(board).task.id == "t"
+    assert not board.reclaim(run.id, "stale", Outcome.EXPIRED)
+
+
+def test_counted_failures_give_up_at_the_limit(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    for attempt in (1, 2):
+        assert board.reclaim(claim(board).run.id, "crash", Outcome.FAILED, count_failure=True)
+        task = board.get_task("t")
+        assert (task.status, task.failure_count) == (Status.READY, attempt)
+    board.reclaim(claim(board).run.id, "restart", Outcome.RECLAIMED)  # not a failure
+    assert board.reclaim(claim(board).run.id, "timeout", Outcome.TIMED_OUT, count_failure=True)
+    task = board.get_task("t")
+    assert (task.status, task.block_kind, task.failure_count) == (
+        Status.BLOCKED, BlockKind.GAVE_UP, 3,
+    )
+    assert "timeout" in (task.block_reason or "")
+    assert board.events("t")[-1].kind == "gave_up"
+
+
+def test_reclaim_refuses_end_states_that_are_not_reclaims(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    with pytest.raises(UsageError):
+        board.reclaim(run.id, "x", Outcome.COMPLETED)
+    assert board.get_task("t").status is Status.RUNNING
+
+
+# -- unblock, archive, comments, events --------------------------------------------
+
+
+def test_unblock(board: Board) -> None:
+    board.add_task(NewTask(title="p", id="p"))
+    board.add_task(NewTask(title="c", id="c", parents=("p",)))
+    with pytest.raises(UsageError, match="not blocked"):
+        board.unblock("p")
+    assert board.block(claim(board).run.id, "hm", BlockKind.CAPABILITY)
+    task = board.unblock("p")
+    assert (task.status, task.block_reason, task.block_kind, task.failure_count) == (
+        Status.READY, None, None, 0,
+    )
+    assert board.events("p")[-1].kind == "unblocked"
+
+
+def test_archive(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    with pytest.raises(UsageError, match="stop it first"):
+        board.archive("t")
+    board.reclaim(run.id, "stop", Outcome.RECLAIMED)
+    assert board.archive("t").status is Status.ARCHIVED
+    assert board.events("t")[-1].kind == "archived"
+    assert board.claim(NODE, TTL, "cli-auto") is None
+
+
+def test_comments(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    for text in ("one", "two", "three"):
+        board.comment("t", text, author="ana")
+    assert [c.body for c in board.comments("t")] == ["one", "two", "three"]
+    assert [c.body for c in board.comments("t", limit=2)] == ["two", "three"]
+    with pytest.raises(UsageError):
+        board.comment("t", "  ")
+
+
+def test_events_after_id_and_across_tasks(board: Board) -> None:
+    board.add_task(NewTask(title="a", id="a"))
+    board.add_task(NewTask(title="b", id="b"))
+    every = board.events()
+    assert [e.task_id for e in every] == ["a", "b"]
+    assert board.events(after_id=every[0].id) == every[1:]
+    assert [e.task_id for e in board.events("b")] == ["b"]
+
+
+def test_running_and_expired_runs(board: Board, clock: Any) -> None:
+    for task_id in ("a", "b"):
+        board.add_task(NewTask(title=task_id, id=task_id))
+    mine = claim(board).run
+    theirs = board.claim("node-b", TTL * 2, "cli-auto")
+    assert theirs is not None
+    assert [r.id for r in board.running_runs()] == [mine.id, theirs.run.id]
+    assert [r.id for r in board.running_runs(NODE)] == [mine.id]
+    assert board.expired_runs() == []
+    assert [r.id for r in board.expired_runs(clock() + TTL)] == [mine.id]
+    board.complete(mine.id, RESULT, "ok")
+    assert [r.id for r in board.running_runs()] == [theirs.run.id]
+
+
+# -- change notification -----------------------------------------------------------
+
+
+def test_wait_for_change_sees_other_runners(open_store: Callable[[], Store]) -> None:
+    watcher = open_store()
+    board = watcher.create_board("main")
+    assert watcher.wait_for_change(0.0)  # its own create
+    assert not watcher.wait_for_change(0.05)
+    other = open_store().board("main")
+    writer = threading.Timer(0.1, lambda: other.add_task(NewTask(title="t")))
+    writer.start()
+    try:
+        assert watcher.wait_for_change(30)
+    finally:
+        writer.join()
+    assert len(board.list_tasks()) == 1
+
+
+def test_wait_for_change_sees_new_boards(open_store: Callable[[], Store]) -> None:
+    watcher = open_store()
+    watcher.create_board("main")
+    watcher.wait_for_change(0.0)
+    open_store().create_board("second")
+    assert watcher.wait_for_change(30)
