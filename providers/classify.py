@@ -1,0 +1,100 @@
+"""Failure classification from CLI-level signals only (DESIGN §7).
+
+Input is what the CLI itself said about the run: top-level error events, the
+final result event, stderr and the exit status. The agent's own prose (agent
+messages, tool output) never reaches this module, so a task *about*
+authentication is not an auth failure. Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from providers.model import Classification
+
+_SESSION_MISSING = re.compile(
+    r"no rollout found for thread id|no conversation found with session id", re.I
+)
+_SESSION_COLLISION = re.compile(r"session id (?:\S+ )?(?:is )?already in use", re.I)
+_AUTH = re.compile(
+    r"not logged in|please run /login|invalid api key|authentication_failed"
+    r"|\b401\b|\b403\b|unauthori[sz]ed|forbidden"
+    r"|token (?:has )?expired|expired (?:access |refresh |oauth )?token|refresh token",
+    re.I,
+)
+_CAPACITY = re.compile(
+    r"usage limit|session limit|rate.?limit|\b429\b|\b529\b|too many requests|overloaded"
+    r"|quota exceeded|insufficient_quota",
+    re.I,
+)
+_ROOT_REFUSAL = re.compile(r"cannot be used with root/sudo privileges", re.I)
+RECONNECTING = re.compile(r"^\s*reconnecting\b", re.I)
+
+
+@dataclass
+class Signals:
+    """CLI-level evidence gathered while an attempt streamed."""
+
+    errors: list[str] = field(default_factory=list)
+    """Top-level error texts: codex ``error``/``turn.failed``, claude ``is_error`` results."""
+    result_is_error: bool = False
+    stderr: str = ""
+    exit_status: int | None = None
+    signal: int | None = None
+
+    def add_error(self, text: str, keep: int = 20) -> None:
+        self.errors.append(text[:2000])
+        del self.errors[:-keep]
+
+
+def is_noise(message: str) -> bool:
+    """Reconnect chatter: an error event that says nothing about the outcome yet."""
+    return bool(RECONNECTING.match(message))
+
+
+def _evidence(signals: Signals) -> Iterable[str]:
+    decisive = [text for text in signals.errors if not is_noise(text)]
+    yield from decisive
+    yield signals.stderr
+    if not decisive:
+        yield from signals.errors
+
+
+def classify_failure(signals: Signals) -> tuple[Classification, str]:
+    """Classify an attempt that did not produce an acceptable result.
+
+    Session problems are checked first: they are recoverable by a different
+    invocation and their texts would otherwise not match anything else. Auth
+    before capacity: "401 ... rate limit window" is still an auth problem.
+    """
+    texts = [text for text in _evidence(signals) if text]
+    for pattern, verdict in (
+        (_SESSION_MISSING, Classification.SESSION_MISSING),
+        (_SESSION_COLLISION, Classification.SESSION_COLLISION),
+        (_ROOT_REFUSAL, Classification.FAILED),
+        (_AUTH, Classification.AUTH),
+        (_CAPACITY, Classification.CAPACITY),
+    ):
+        for text in texts:
+            match = pattern.search(text)
+            if match:
+                return verdict, _line_around(text, match.start())
+    if signals.signal is not None:
+        return Classification.KILLED_BY_SIGNAL, f"killed by signal {signals.signal}"
+    detail = next((text for text in signals.errors if not is_noise(text)), "")
+    detail = detail or _last_line(signals.stderr)
+    reason = f"exit status {signals.exit_status}" + (f": {detail[:500]}" if detail else "")
+    return Classification.FAILED, reason
+
+
+def _line_around(text: str, offset: int) -> str:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return text[start : end if end >= 0 else len(text)].strip()[:500]
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,91 @@
+"""Claude Code adapter: ``claude -p --output-format stream-json`` argv and events.
+
+Events (Claude Code 2.1): ``system/init`` with ``session_id``, ``assistant`` and
+``user`` (tool results) messages, then one ``result`` event carrying
+``structured_output`` (with ``--json-schema``), ``result`` text and ``is_error``.
+``is_error: true`` is a failure even when ``subtype`` says ``success`` (that is
+how "Not logged in" arrives).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from providers.model import ProviderRequest
+from providers.reading import Reading, result_object
+
+UNKNOWN_SESSION = "No conversation found with session ID"
+SESSION_IN_USE = "already in use"
+
+DENIED_TOOLS = (
+    "Bash(git push --force *)",
+    "Bash(git push -f *)",
+    "Bash(git push --force-with-lease *)",
+    "Bash(git reset --hard *)",
+    "Bash(git clean -f *)",
+    "Bash(git clean -fd *)",
+    "Bash(git clean -fdx *)",
+)
+
+
+def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: str) -> list[str]:
+    """``--session-id`` on the first start of a reserved id, ``--resume`` after.
+
+    ``--disallowedTools`` is variadic, so it must be followed by another option,
+    never by a positional (the prompt comes on stdin anyway).
+    """
+    return [
+        str(req.executable),
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--json-schema",
+        schema_text,
+        "--model",
+        req.model,
+        "--effort",
+        req.effort,
+        "--dangerously-skip-permissions",
+        "--disallowedTools",
+        *DENIED_TOOLS,
+        "--resume" if resume else "--session-id",
+        session_id,
+    ]
+
+
+def observe(reading: Reading, event: dict[str, Any]) -> bool:
+    """Fold one event into ``reading``; every claude event is progress."""
+    session_id = event.get("session_id")
+    if isinstance(session_id, str) and session_id and reading.session_id is None:
+        reading.session_id = session_id
+    kind = event.get("type")
+    if kind == "assistant" and isinstance(event.get("error"), str):
+        reading.signals.add_error(event["error"])
+    if kind == "result":
+        reading.finished = True
+        if event.get("is_error") is True:
+            reading.signals.result_is_error = True
+            for text in [event.get("result"), *(event.get("errors") or [])]:
+                if text:
+                    reading.signals.add_error(str(text))
+        else:
+            reading.candidate = result_object(event.get("structured_output")) or result_object(
+                event.get("result")
+            )
+    return True
+
+
+def root_refusal(run_as: str | None, euid: int | None = None) -> str | None:
+    """Why a claude lane cannot start here, or None.
+
+    Claude refuses ``--dangerously-skip-permissions`` as root; without a worker
+    user the lane must fail at once with this message instead of a bare exit 1.
+    """
+    if run_as or (os.geteuid() if euid is None else euid) != 0:
+        return None
+    return (
+        "claude refuses --dangerously-skip-permissions as root; "
+        "set worker_user (LANE_RUNNER_WORKER_USER) to an unprivileged user"
+    )

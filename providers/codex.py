@@ -1,0 +1,76 @@
+"""Codex CLI adapter: ``codex exec --json`` argv and its event stream.
+
+Events (codex-cli 0.171): ``thread.started{thread_id}`` first, ``turn.started``,
+``item.started``/``item.completed`` (reasoning, command_execution, agent_message,
+file_change, error...), then ``turn.completed{usage}`` or ``turn.failed{error}``.
+Top-level ``{"type":"error"}`` events are transport chatter ("Reconnecting...")
+or the final failure text; they never count as progress.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from providers.model import ProviderRequest
+from providers.reading import Reading, result_object
+
+UNKNOWN_THREAD = "no rollout found for thread id"
+
+
+def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> list[str]:
+    """New thread with ``thread_id`` None, else ``exec resume``; prompt comes on stdin (``-``).
+
+    ``exec resume`` has no ``-C``: it runs in its working directory, which the
+    supervisor sets to the workspace for both forms.
+    """
+    common = [
+        "--json",
+        "-m",
+        req.model,
+        "-c",
+        f'model_reasoning_effort="{req.effort}"',
+        "--output-schema",
+        str(req.schema_path),
+        "-o",
+        str(result_file),
+    ]
+    head = [str(req.executable), "--dangerously-bypass-approvals-and-sandbox", "exec"]
+    if thread_id:
+        return [*head, "resume", *common, thread_id, "-"]
+    return [*head, *common, "-C", str(req.workspace), "-"]
+
+
+def observe(reading: Reading, event: dict[str, Any]) -> bool:
+    """Fold one event into ``reading``; True when it is meaningful progress."""
+    kind = event.get("type")
+    if kind == "thread.started":
+        thread_id = event.get("thread_id")
+        if isinstance(thread_id, str) and thread_id:
+            reading.session_id = thread_id
+        return True
+    if kind == "error":
+        reading.signals.add_error(str(event.get("message", "")))
+        return False
+    if kind == "turn.failed":
+        error = event.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        reading.signals.add_error(str(message or "turn failed"))
+        reading.finished = True
+        return True
+    if kind == "turn.completed":
+        reading.finished = True
+        return True
+    item = event.get("item")
+    if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
+        reading.candidate = result_object(item.get("text")) or reading.candidate
+    return True
+
+
+def file_result(result_file: Path) -> dict[str, Any] | None:
+    """The ``-o`` file's result object: the authoritative answer when present."""
+    try:
+        text = result_file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    return result_object(text)

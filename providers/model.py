@@ -1,0 +1,95 @@
+"""The records that cross the providers boundary: one request in, one attempt out.
+
+The daemon builds a ``ProviderRequest`` per attempt and gets back an ``Attempt``;
+everything between (argv, streams, classification, process trees) stays inside
+``providers``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class Classification(StrEnum):
+    """Why an attempt ended, as the daemon acts on it (retry, fall back, block)."""
+
+    OK = "ok"
+    CAPACITY = "capacity"
+    AUTH = "auth"
+    SESSION_MISSING = "session_missing"
+    SESSION_COLLISION = "session_collision"
+    STALLED = "stalled"
+    TIMED_OUT = "timed_out"
+    LEASE_LOST = "lease_lost"
+    KILLED_BY_SIGNAL = "killed_by_signal"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Liveness of a running attempt, for ``status``: monotonic clock readings."""
+
+    started: float
+    last_heartbeat: float | None
+    last_event: float | None
+    pid: int | None
+
+
+def _always_alive() -> bool:
+    return True
+
+
+def _ignore_session(_session_id: str) -> None:
+    return None
+
+
+@dataclass
+class ProviderRequest:
+    """One provider CLI attempt, fully described; ``run_attempt`` does the rest."""
+
+    provider: str
+    executable: Path
+    model: str
+    effort: str
+    prompt: str
+    workspace: Path
+    schema_path: Path
+    result_file: Path
+    session_id: str | None
+    resume: bool
+    log_path: Path
+    env: dict[str, str]
+    deadline: float
+    heartbeat: Callable[[], bool] = _always_alive
+    on_session: Callable[[str], None] = _ignore_session
+    heartbeat_interval: float = 20.0
+    stall_timeout: float = 900.0
+    rotate_bytes: int = 64 * 1024 * 1024
+    cancel: threading.Event | None = None
+    run_as: str | None = None
+    on_progress: Callable[[Progress], None] | None = None
+    kill_grace: float = 5.0
+    retry_result_file: Path | None = None
+    """Codex ``-o`` file for the fresh thread after an unknown-thread resume;
+    defaults to a sibling of ``result_file`` so no file is ever written twice."""
+
+
+@dataclass
+class Attempt:
+    """What one ``run_attempt`` call produced."""
+
+    classification: Classification
+    reason: str
+    structured: dict[str, Any] | None
+    exit_status: int | None
+    signal: int | None
+    session_id: str | None
+    tail: str
+    result_file: Path | None = None
+    argv: list[str] = field(default_factory=list)

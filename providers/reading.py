@@ -1,0 +1,46 @@
+"""What an attempt's event stream has told us so far, shared by both adapters.
+
+Each adapter turns its CLI's JSONL events into updates of one ``Reading``:
+the session id, the last result-shaped object, and the CLI-level error signals
+handed to ``classify``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from providers.classify import Signals
+
+RESULT_STATUSES = frozenset({"completed", "incomplete", "blocked"})
+
+
+@dataclass
+class Reading:
+    session_id: str | None = None
+    candidate: dict[str, Any] | None = None
+    signals: Signals = field(default_factory=Signals)
+    finished: bool = False
+    """The CLI announced the end of its turn (codex turn.completed, claude result)."""
+
+
+def result_object(value: object) -> dict[str, Any] | None:
+    """A worker-result-shaped object in ``value`` (a dict or JSON text), if any.
+
+    Agents sometimes wrap the JSON in prose or a code fence, so after the whole
+    text fails to parse, the outermost ``{...}`` span is tried.
+    """
+    if isinstance(value, dict):
+        return value if value.get("status") in RESULT_STATUSES else None
+    if not isinstance(value, str) or "{" not in value:
+        return None
+    for text in (value, value[value.find("{") : value.rfind("}") + 1]):
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(parsed, dict) and parsed.get("status") in RESULT_STATUSES:
+            return parsed
+    return None

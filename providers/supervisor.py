@@ -1,0 +1,255 @@
+"""Run one CLI process and keep it honest until it ends.
+
+The supervisor owns the clocks (heartbeat, maximum runtime, stall) and the
+streams; what an event *means* is the adapter's business, handed in as
+``on_event``. Pipes are read with ``os.read`` on a selector, never
+``readline``, so a child that prints half a line and hangs cannot block us.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import selectors
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from providers.lines import LineSplitter, Tail
+from providers.model import Classification, Progress
+from providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
+from providers.tasklog import TaskLog
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    deadline: float
+    """Monotonic time by which the run must be over (maximum runtime)."""
+    heartbeat_interval: float = 20.0
+    stall_timeout: float = 900.0
+    kill_grace: float = 5.0
+    tick: float = 0.25
+    """Longest wait between checks; bounds how late a cancel is noticed."""
+    linger: float = 1.0
+    """After the CLI exits, how long its leftover descendants may keep our pipes open."""
+
+
+@dataclass
+class Clocks:
+    started: float
+    last_event: float
+    last_heartbeat: float
+
+
+@dataclass(frozen=True)
+class Ended:
+    exit_status: int | None
+    signal: int | None
+    stopped: Classification | None
+    """Set when the supervisor ended the run (limit, lease, cancel), not the CLI."""
+    stop_reason: str
+    stderr: str
+    tail: str
+    pid: int
+
+
+def overdue(clocks: Clocks, limits: Limits, now: float) -> tuple[Classification, str] | None:
+    """Which clock, if any, says the run must be stopped now."""
+    if now >= limits.deadline:
+        return Classification.TIMED_OUT, "maximum runtime reached"
+    if now - clocks.last_event >= limits.stall_timeout:
+        quiet = round(now - clocks.last_event)
+        return Classification.STALLED, f"no meaningful event for {quiet}s"
+    return None
+
+
+def _next_wake(clocks: Clocks, limits: Limits, now: float) -> float:
+    due = min(
+        limits.deadline,
+        clocks.last_event + limits.stall_timeout,
+        clocks.last_heartbeat + limits.heartbeat_interval,
+    )
+    return max(0.0, min(limits.tick, due - now))
+
+
+def _user_ids(run_as: str | None) -> dict[str, Any]:
+    if not run_as:
+        return {}
+    entry = pwd.getpwnam(run_as)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def _feed_stdin(pipe: IO[bytes], data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except BrokenPipeError:
+        log.info("CLI closed stdin before reading the whole prompt; its exit status tells why")
+
+
+class Supervisor:
+    """One process run: spawn, stream, enforce limits, always leave no tree behind."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: bytes,
+        task_log: TaskLog,
+        limits: Limits,
+        on_event: Callable[[dict[str, Any]], bool],
+        heartbeat: Callable[[], bool],
+        cancel: threading.Event | None = None,
+        run_as: str | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self._argv = argv
+        self._cwd = cwd
+        self._env = env
+        self._stdin = stdin
+        self._log = task_log
+        self._limits = limits
+        self._on_event = on_event
+        self._heartbeat = heartbeat
+        self._cancel = cancel
+        self._run_as = run_as
+        self._on_progress = on_progress
+        self._tail = Tail()
+        self._stderr = Tail(limit=16 * 1024)
+
+    def run(self) -> Ended:
+        become_subreaper()
+        token = uuid.uuid4().hex
+        process = subprocess.Popen(
+            self._argv,
+            cwd=self._cwd,
+            env={**self._env, TOKEN_VARIABLE: token},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            **_user_ids(self._run_as),
+        )
+        tree = ProcessTree(process, token)
+        assert process.stdin and process.stdout and process.stderr
+        feeder = threading.Thread(
+            target=_feed_stdin, args=(process.stdin, self._stdin), daemon=True
+        )
+        feeder.start()
+        stopped: tuple[Classification, str] | None = None
+        try:
+            stopped = self._stream(process, tree)
+        finally:
+            tree.kill(self._limits.kill_grace)
+            feeder.join(timeout=self._limits.kill_grace)
+            self._log.flush()
+        status = process.returncode
+        return Ended(
+            exit_status=status if status is None or status >= 0 else None,
+            signal=-status if status is not None and status < 0 else None,
+            stopped=stopped[0] if stopped else None,
+            stop_reason=stopped[1] if stopped else "",
+            stderr=self._stderr.text(),
+            tail=self._tail.text(),
+            pid=process.pid,
+        )
+
+    def _stream(
+        self, process: subprocess.Popen[bytes], tree: ProcessTree
+    ) -> tuple[Classification, str] | None:
+        assert process.stdout and process.stderr
+        now = time.monotonic()
+        clocks = Clocks(started=now, last_event=now, last_heartbeat=now)
+        self._report(clocks, process.pid)
+        stdout_fd, stderr_fd = process.stdout.fileno(), process.stderr.fileno()
+        splitters = {stdout_fd: LineSplitter(), stderr_fd: LineSplitter()}
+        with selectors.DefaultSelector() as selector:
+            for fd in splitters:
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            stopped: tuple[Classification, str] | None = None
+            exited_at: float | None = None
+            give_up_at: float | None = None
+            while selector.get_map():
+                now = time.monotonic()
+                if give_up_at is not None and now > give_up_at:
+                    self._log.note("pipes still open after the tree was killed; stop reading")
+                    break
+                if exited_at is None and process.poll() is not None:
+                    exited_at = now
+                if stopped is None and exited_at is None:
+                    stopped = self._check(clocks, now)
+                    if stopped:
+                        self._log.note(f"stopping: {stopped[1]}")
+                if give_up_at is None and (
+                    stopped or (exited_at is not None and now - exited_at > self._limits.linger)
+                ):
+                    tree.kill(self._limits.kill_grace)
+                    give_up_at = time.monotonic() + self._limits.linger
+                running = stopped is None and exited_at is None
+                wait = _next_wake(clocks, self._limits, now) if running else self._limits.tick
+                for key, _ in selector.select(wait):
+                    fd = int(key.fd)
+                    data = os.read(fd, READ_SIZE)
+                    if not data:
+                        selector.unregister(fd)
+                        self._lines(splitters[fd].finish(), fd == stdout_fd, clocks)
+                    else:
+                        self._lines(splitters[fd].feed(data), fd == stdout_fd, clocks)
+                self._log.flush()
+                if running:
+                    tree.refresh()
+        return stopped
+
+    def _check(self, clocks: Clocks, now: float) -> tuple[Classification, str] | None:
+        if self._cancel is not None and self._cancel.is_set():
+            return Classification.CANCELLED, "cancelled by runner shutdown"
+        verdict = overdue(clocks, self._limits, now)
+        if verdict:
+            return verdict
+        if now - clocks.last_heartbeat >= self._limits.heartbeat_interval:
+            clocks.last_heartbeat = now
+            if not self._heartbeat():
+                return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
+            self._report(clocks, None)
+        return None
+
+    def _report(self, clocks: Clocks, pid: int | None) -> None:
+        if self._on_progress is not None:
+            self._on_progress(
+                Progress(clocks.started, clocks.last_heartbeat, clocks.last_event, pid)
+            )
+
+    def _lines(self, lines: list[bytes], from_stdout: bool, clocks: Clocks) -> None:
+        for line in lines:
+            self._tail.add(line)
+            if not from_stdout:
+                self._stderr.add(line)
+                self._log.write_line(line, b"[stderr] ")
+                continue
+            self._log.write_line(line)
+            if self._meaningful(line):
+                clocks.last_event = time.monotonic()
+
+    def _meaningful(self, line: bytes) -> bool:
+        if not line.startswith(b"{"):
+            return False
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(event, dict) and self._on_event(event)

@@ -1,0 +1,56 @@
+"""The per-task provider log: appended across attempts, rotated by size mid-run.
+
+A run can stream for twelve hours; rotating while it runs (not between runs)
+keeps one chatty CLI from filling the disk. ``<log>.1`` is the newest rotated
+part, up to ``keep`` parts are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+
+class TaskLog:
+    def __init__(self, path: Path, rotate_bytes: int, keep: int = 3) -> None:
+        self.path = path
+        self._rotate_bytes = max(rotate_bytes, 1)
+        self._keep = keep
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO = self._open()
+        self._size = self._file.tell()
+
+    def _open(self) -> BinaryIO:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        return os.fdopen(fd, "ab")
+
+    def write_line(self, line: bytes, prefix: bytes = b"") -> None:
+        size = len(prefix) + len(line) + 1
+        if self._size and self._size + size > self._rotate_bytes:
+            self._rotate()
+        self._file.write(prefix + line + b"\n")
+        self._size += size
+
+    def note(self, text: str) -> None:
+        """A runner-authored line, timestamped so it stands out from CLI output."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.write_line(f"[{stamp}] lane-runner: {text}".encode())
+        self.flush()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _rotate(self) -> None:
+        self._file.close()
+        for index in range(self._keep - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{index}")
+            if older.exists():
+                older.replace(self.path.with_name(f"{self.path.name}.{index + 1}"))
+        self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+        self._file = self._open()
+        self._size = 0
