@@ -22,12 +22,12 @@ from lane_runner.router.verdict import Verdict
 
 # Upper-case markers are matched case-sensitively ("a todo list app" is finished work);
 # phrases are matched in any case. Word boundaries keep "TODOs" out of "TODO" and
-# "remaining workflow" out of "remaining work".
+# "remaining workflow" out of "remaining work". Lone adjectives such as "incomplete" are
+# left out: "handles incomplete UTF-8 input" describes finished work.
 _MARKERS = re.compile(
     r"\b(?:TODO|FIXME|XXX|TBD|WIP)\b"
     r"|(?i:\b(?:not yet implemented|not implemented yet|remaining work|work remaining"
-    r"|follow[- ]up (?:is )?needed|still needs?|left to do|to be done|unfinished"
-    r"|work in progress|incomplete)\b)"
+    r"|follow[- ]up (?:is )?needed|still needs?|left to do|work in progress)\b)"
 )
 
 

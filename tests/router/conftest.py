@@ -43,7 +43,10 @@ class ScriptedRouter:
         self._thread.start()
 
     def reply(
-        self, status: int = 200, body: bytes = b"{}", headers: dict[str, str] | None = None,
+        self,
+        status: int = 200,
+        body: bytes = b"{}",
+        headers: dict[str, str] | None = None,
         delay: float = 0.0,
     ) -> None:
         self.replies.append(Reply(status, headers or {}, body, delay))
@@ -79,7 +82,11 @@ class ScriptedRouter:
                 scripted.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)}
                 )
-                reply = scripted.replies.popleft() if scripted.replies else Reply(500, body=b"no script")
+                reply = (
+                    scripted.replies.popleft()
+                    if scripted.replies
+                    else Reply(500, body=b"no script")
+                )
                 time.sleep(reply.delay)
                 try:
                     self.send_response(reply.status)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 
-import httpx
 import pytest
 
 from lane_runner.router import HttpRouter, Route, RoutingError, StaticPolicy, make_router
@@ -25,7 +24,11 @@ def test_auto_lane_request_and_answer_follow_the_contract(server, router):
     }
     assert request["headers"]["content-type"] == "application/json"
     assert (route.provider, route.model, route.effort) == ("codex", "gpt-5.1-codex", "high")
-    assert (route.profile, route.classifier, route.reason) == ("codex-high", "router", "multi-file refactor")
+    assert (route.profile, route.classifier, route.reason) == (
+        "codex-high",
+        "router",
+        "multi-file refactor",
+    )
     assert route.latency_ms >= 0
 
 
@@ -71,7 +74,9 @@ def test_body_that_does_not_refine_the_header_is_ignored(server, router, content
 
 
 def test_body_that_is_not_json_leaves_the_header_standing(server, router):
-    server.reply(body=b"<html>oops", headers={"x-model-router-selected-model": "worker/claude/c/low"})
+    server.reply(
+        body=b"<html>oops", headers={"x-model-router-selected-model": "worker/claude/c/low"}
+    )
     assert router.route(CONTEXT, "cli-auto").model == "c"
 
 
@@ -118,7 +123,9 @@ def test_server_errors_past_the_retries_are_a_transient_error(server, router):
     for _ in range(3):
         server.reply(status=500, body=b"database is down")
     server.select("worker/codex/gpt-5/medium")  # never reached: retries=2 means 3 requests
-    with pytest.raises(RoutingError, match="after 3 attempts: HTTP 500: database is down") as raised:
+    with pytest.raises(
+        RoutingError, match="after 3 attempts: HTTP 500: database is down"
+    ) as raised:
         router.route(CONTEXT, "cli-auto")
     assert raised.value.transient
     assert len(server.requests) == 3
@@ -189,8 +196,9 @@ def test_fallback_routes_the_other_provider_at_the_same_effort(server, router):
     route = router.fallback(CONTEXT, failed, "hit its usage limit")
     [request] = server.requests
     assert request["json"]["model"] == "lane/worker/manual/codex/xhigh"
-    assert "the claude provider hit its usage limit. Do not select it." in (
-        request["json"]["messages"][0]["content"]
+    assert (
+        "the claude provider hit its usage limit. Do not select it."
+        in (request["json"]["messages"][0]["content"])
     )
     assert (route.provider, route.model, route.effort) == ("codex", "gpt-5.1-codex-max", "xhigh")
     assert route.classifier == "router-manual-fallback"
@@ -234,4 +242,3 @@ def test_make_router_picks_http_with_a_url_and_static_without(cfg, server):
         http.close()
     with pytest.raises(RuntimeError):  # close() released the daemon's pooled client
         http.route(CONTEXT, "cli-auto")
-

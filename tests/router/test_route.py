@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lane_runner.names import parse_lane
+from lane_runner.router.errors import RoutingError
 from lane_runner.router.route import (
     MAX_REASON_CHARS,
     Route,
@@ -16,7 +17,6 @@ from lane_runner.router.route import (
     parse_selection,
     route_for,
 )
-from lane_runner.router.errors import RoutingError
 
 ROUTE = Route("codex", "gpt-5.1-codex", "high", "codex-high", "router", "fits codex", 12)
 
