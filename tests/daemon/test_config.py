@@ -1,0 +1,72 @@
+"""Configuration: defaults, config.toml, LANE_RUNNER_<KEY>, and errors that name the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lane_runner import config
+from lane_runner.errors import UsageError
+
+
+def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('concurrency = 2\nlease_ttl = 60\nprovider_preference = ["claude"]\n')
+    cfg = config.load(tmp_path, {"LANE_RUNNER_CONCURRENCY": "8"})
+    assert (cfg.concurrency, cfg.sources["concurrency"]) == (8, "LANE_RUNNER_CONCURRENCY")
+    assert (cfg.lease_ttl, cfg.sources["lease_ttl"]) == (60.0, str(tmp_path / "config.toml"))
+    assert cfg.provider_preference == ("claude",)
+    assert (cfg.max_runtime, cfg.sources["max_runtime"]) == (43200.0, "default")
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "message"),
+    [
+        ("colour = 1\n", {}, "unknown key 'colour'"),
+        ("", {"LANE_RUNNER_COLOUR": "1"}, "unknown setting LANE_RUNNER_COLOUR"),
+        ("concurrency = 0\n", {}, "bad value for concurrency"),
+        ("", {"LANE_RUNNER_SIMULATE": "perhaps"}, "bad value for simulate"),
+        ("", {"LANE_RUNNER_DEFAULT_ASSIGNEE": "bob"}, "bad value for default_assignee"),
+        ("", {"LANE_RUNNER_CODEX_MODELS": "huge=gpt-x"}, "bad value for codex_models"),
+        ("concurrency = [\n", {}, "not valid TOML"),
+    ],
+)
+def test_bad_configuration_names_the_key(tmp_path: Path, text: str, environ: dict[str, str], message: str) -> None:
+    (tmp_path / "config.toml").write_text(text)
+    with pytest.raises(UsageError, match=message):
+        config.load(tmp_path, environ)
+
+
+def test_models_from_the_environment(tmp_path: Path) -> None:
+    cfg = config.load(tmp_path, {"LANE_RUNNER_CLAUDE_MODELS": "low=claude-a, high=claude-b"})
+    assert cfg.claude_models == {"low": "claude-a", "high": "claude-b"}
+
+
+def test_home_defaults(tmp_path: Path) -> None:
+    assert config.default_home({"LANE_RUNNER_HOME": "/x"}) == Path("/x")
+    assert config.default_home({"STATE_DIRECTORY": "/var/lib/lane-runner"}) == Path("/var/lib/lane-runner")
+    assert config.default_home({"XDG_DATA_HOME": "/d"}) == Path("/d/lane-runner")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lane_runner.cli", *args], capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+    )
+
+
+def test_config_show_in_a_subprocess(tmp_path: Path) -> None:
+    result = run_cli("--home", str(tmp_path), "config", "show", "--json", env={"LANE_RUNNER_CONCURRENCY": "3"})
+    assert result.returncode == 0, result.stderr
+    document = orjson.loads(result.stdout)
+    assert document["keys"]["concurrency"] == {"value": 3, "source": "LANE_RUNNER_CONCURRENCY"}
+    human = run_cli("--home", str(tmp_path), "config", "show")
+    assert human.returncode == 0 and "concurrency" in human.stdout and "default" in human.stdout
+
+
+def test_config_show_with_a_bad_value_exits_2_naming_it(tmp_path: Path) -> None:
+    result = run_cli("--home", str(tmp_path), "config", "show", env={"LANE_RUNNER_LEASE_TTL": "soon"})
+    assert result.returncode == 2 and "lease_ttl" in result.stderr and result.stdout == ""

@@ -1,0 +1,97 @@
+"""The executor's decision table, row by row (pure: no processes, no board)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lane_runner.board.model import BlockKind, Outcome
+from lane_runner.decide import Step, after_attempt, cooldown
+
+
+def result(status: str = "completed", summary: str = "did it", blockers: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "status": status, "summary": summary, "changed_files": [], "tests_run": [],
+        "artifacts": [], "findings": [], "blockers": blockers or [],
+    }
+
+
+def decide(classification: str = "ok", structured: dict[str, Any] | None = None, **overrides: Any):
+    arguments: dict[str, Any] = dict(
+        accepted=True, verdict_reason="", turn=1, goal_turns=1, time_left=True, fell_back=False
+    )
+    arguments.update(overrides)
+    return after_attempt(classification, "why", structured, **arguments)
+
+
+def test_an_accepted_completed_result_is_committed() -> None:
+    decision = decide(structured=result())
+    assert decision.step is Step.ACCEPT and decision.reason == "did it"
+
+
+@pytest.mark.parametrize("classification", ["lease_lost", "cancelled"])
+def test_a_run_that_is_no_longer_ours_is_abandoned(classification: str) -> None:
+    assert decide(classification, result()).step is Step.ABANDON
+
+
+@pytest.mark.parametrize("classification", ["capacity", "auth", "stalled", "unusable"])
+def test_an_unavailable_provider_falls_back_once(classification: str) -> None:
+    assert decide(classification).step is Step.FALLBACK
+
+
+@pytest.mark.parametrize("classification", ["capacity", "auth", "stalled"])
+def test_every_provider_unavailable_means_a_cooldown_not_a_failure(classification: str) -> None:
+    decision = decide(classification, fell_back=True)
+    assert decision.step is Step.COOLDOWN
+    assert decision.outcome is Outcome.RECLAIMED and not decision.count_failure
+
+
+def test_no_usable_provider_at_all_is_a_capability_block() -> None:
+    decision = decide("unusable", fell_back=True)
+    assert decision.step is Step.BLOCK and decision.kind is BlockKind.CAPABILITY
+
+
+def test_timeout_is_a_counted_failure() -> None:
+    decision = decide("timed_out")
+    assert (decision.step, decision.outcome, decision.count_failure) == (Step.RETRY, Outcome.TIMED_OUT, True)
+
+
+@pytest.mark.parametrize("classification", ["failed", "killed_by_signal", "session_missing"])
+def test_provider_failures_are_counted(classification: str) -> None:
+    decision = decide(classification)
+    assert (decision.step, decision.outcome, decision.count_failure) == (Step.RETRY, Outcome.FAILED, True)
+
+
+def test_ok_without_a_structured_result_is_a_counted_failure() -> None:
+    decision = decide("ok", None)
+    assert decision.step is Step.RETRY and decision.count_failure
+    assert "structured" in decision.reason
+
+
+def test_a_blocked_worker_blocks_the_task_with_its_blockers() -> None:
+    decision = decide(structured=result("blocked", blockers=["need the API key", "no spec"]))
+    assert decision.step is Step.BLOCK and decision.kind is BlockKind.NEEDS_INPUT
+    assert "need the API key; no spec" in decision.reason
+
+
+def test_a_rejected_answer_continues_while_turns_and_time_remain() -> None:
+    decision = decide(structured=result(), accepted=False, verdict_reason="TODO left", goal_turns=3)
+    assert decision.step is Step.CONTINUE and decision.reason == "TODO left"
+
+
+def test_incomplete_work_continues_in_goal_mode() -> None:
+    decision = decide(structured=result("incomplete", "half"), accepted=False, goal_turns=2)
+    assert decision.step is Step.CONTINUE and "half" in decision.reason
+
+
+@pytest.mark.parametrize("overrides", [dict(turn=3, goal_turns=3), dict(goal_turns=3, time_left=False)])
+def test_no_turns_or_time_left_blocks_for_a_person(overrides: dict[str, Any]) -> None:
+    decision = decide(structured=result(), accepted=False, verdict_reason="TODO left", **overrides)
+    assert decision.step is Step.BLOCK and decision.kind is BlockKind.NEEDS_INPUT
+    assert "TODO left" in decision.reason
+
+
+def test_cooldown_doubles_and_is_capped() -> None:
+    assert [cooldown(n, 60, 600) for n in range(6)] == [60, 120, 240, 480, 600, 600]
+    assert cooldown(10_000, 1, 3600) == 3600

@@ -1,0 +1,57 @@
+"""One daemon or recover per home, with a message naming the holder; kill -9 frees it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lane_runner.lock import HomeLock, HomeLocked, holder
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from lane_runner.lock import HomeLock
+with HomeLock(Path(sys.argv[1]), "daemon"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def held(tmp_path: Path):
+    path = tmp_path / "runner.lock"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    yield path, process
+    process.kill()
+    process.wait()
+
+
+def test_a_second_holder_is_refused_with_the_holders_pid(held) -> None:
+    path, process = held
+    with pytest.raises(HomeLocked, match=rf"daemon, pid {process.pid}"), HomeLock(path, "recover"):
+        pass
+    current = holder(path)
+    assert current is not None and current.pid == process.pid and current.command == "daemon"
+
+
+def test_kill_9_of_the_holder_frees_the_home(held) -> None:
+    path, process = held
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 10
+    while holder(path) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert holder(path) is None
+    with HomeLock(path, "recover"):
+        assert holder(path) is None or holder(path).pid == os.getpid()  # type: ignore[union-attr]
+
+
+def test_nobody_holds_a_fresh_home(tmp_path: Path) -> None:
+    assert holder(tmp_path / "runner.lock") is None

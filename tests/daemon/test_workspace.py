@@ -1,0 +1,100 @@
+"""Per-task git worktrees on real repositories."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from lane_runner import workspace
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "README").write_text("hello\n")
+    git("add", ".", cwd=path)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "init", cwd=path)
+    return path
+
+
+def test_a_worktree_is_created_on_the_lane_branch_and_reused(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt" / "b" / "t1"
+    lock = tmp_path / "wt.lock"
+    assert workspace.prepare(str(repo), target, "lane/b/t1", lock) == target
+    assert git("branch", "--show-current", cwd=target).strip() == "lane/b/t1"
+    (target / "work.txt").write_text("in progress\n")
+    assert workspace.prepare(str(repo), target, "lane/b/t1", lock) == target
+    assert (target / "work.txt").exists()
+
+
+def test_a_removed_worktree_comes_back_on_its_existing_branch(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt" / "t1"
+    lock = tmp_path / "wt.lock"
+    workspace.prepare(str(repo), target, "lane/b/t1", lock)
+    (target / "f").write_text("x")
+    git("add", "f", cwd=target)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "work", cwd=target)
+    subprocess.run(["rm", "-rf", str(target)], check=True)
+    workspace.prepare(str(repo), target, "lane/b/t1", lock)
+    assert (target / "f").read_text() == "x"
+
+
+def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> None:
+    errors: list[Exception] = []
+
+    def make(index: int) -> None:
+        try:
+            workspace.prepare(str(repo), tmp_path / "wt" / f"t{index}", f"lane/b/t{index}", tmp_path / "l")
+        except Exception as error:  # noqa: BLE001 - collected for the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(git("worktree", "list", cwd=repo).splitlines()) == 7
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda tmp: None, "has no workspace"),
+        (lambda tmp: str(tmp / "missing"), "does not exist"),
+        (lambda tmp: str(tmp), "not a git repository"),
+    ],
+)
+def test_an_unusable_workspace_says_how_to_fix_it(tmp_path: Path, setup, message: str) -> None:
+    with pytest.raises(workspace.WorkspaceError, match=message):
+        workspace.prepare(setup(tmp_path), tmp_path / "wt", "lane/b/t", tmp_path / "l")
+
+
+def test_a_repository_without_commits_is_refused_clearly(tmp_path: Path) -> None:
+    git("init", "-q", cwd=tmp_path)
+    with pytest.raises(workspace.WorkspaceError, match="at least one commit"):
+        workspace.prepare(str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t", tmp_path.parent / "l")
+
+
+def test_branch_names_git_refuses_are_hashed() -> None:
+    assert workspace.branch_name("b", "task-1") == "lane/b/task-1"
+    odd = workspace.branch_name("b", "a..b")
+    assert odd.startswith("lane/b/task-") and ".." not in odd
+
+
+def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt"
+    workspace.prepare(str(repo), target, "lane/b/t", tmp_path / "l")
+    (target / "README").write_text("changed\n")
+    text = workspace.handoff(target, "x" * 10_000 + "last words")
+    assert "M README" in text and "README" in text.split("diff summary:")[1]
+    assert text.rstrip().endswith("last words") and len(text) < 6000
