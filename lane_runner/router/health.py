@@ -95,7 +95,8 @@ def read_health(directory: Path, provider: str) -> ProviderHealth | None:
     """The recorded health of ``provider``; None when absent or untrustworthy (logged)."""
     path = health_file(directory, provider)
     try:
-        with path.open("rb") as handle:
+        # O_NOFOLLOW: a symlink planted in the state directory is not ours to trust.
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         return None
@@ -170,7 +171,7 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):  # already gone: nothing left to clean up
             os.unlink(temporary)
         raise
     directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)

@@ -176,7 +176,7 @@ class HttpRouter:
         except RoutingError:
             log.debug(
                 "router body %r is not a selection; header %s stands",
-                answer.content,
+                bounded(answer.content, _EXCERPT),
                 answer.selected,
             )
             return selection
@@ -199,9 +199,7 @@ class HttpRouter:
         problem = ""
         for attempt in range(self._retries + 1):
             if attempt:
-                delay = min(MAX_BACKOFF, self._backoff * 2 ** (attempt - 1)) * random.uniform(
-                    0.5, 1.5
-                )
+                delay = self._delay(attempt)
                 log.warning(
                     "router %s %s failed (%s); retry %d in %.2fs",
                     self.url,
@@ -219,7 +217,7 @@ class HttpRouter:
             if status >= 500:
                 problem = f"HTTP {status}: {excerpt}"
                 continue
-            if status != 200:
+            if not 200 <= status < 300:
                 raise RoutingError(
                     f"router {self.url} refused {route_id}: HTTP {status}: {excerpt}"
                 )
@@ -228,6 +226,10 @@ class HttpRouter:
             f"router {self.url} failed {route_id} after {self._retries + 1} attempts: {problem}",
             transient=True,
         )
+
+    def _delay(self, retry: int) -> float:
+        """Exponential from ``backoff``, capped, with jitter of ±50%."""
+        return min(MAX_BACKOFF, self._backoff * 2 ** (retry - 1)) * random.uniform(0.5, 1.5)
 
     def _post(self, payload: bytes) -> tuple[int, Answer, str]:
         """One request: status, the contract's parts, and a short excerpt of the body for errors."""

@@ -35,8 +35,7 @@ class ScriptedRouter:
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        host, port = self._server.server_address[:2]
-        self.url = f"http://{host}:{port}/v1/chat/completions"
+        self.url = f"http://127.0.0.1:{self._server.server_port}/v1/chat/completions"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

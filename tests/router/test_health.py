@@ -131,8 +131,15 @@ def test_garbage_file_is_unknown_and_logged(tmp_path, caplog, content):
     assert "treated as unknown" in caplog.text
 
 
-def test_unreadable_entry_is_unknown_and_logged(tmp_path, caplog):
-    (tmp_path / "codex.json").mkdir()
+@pytest.mark.parametrize("plant", ["directory", "symlink"])
+def test_unreadable_entry_is_unknown_and_logged(tmp_path, caplog, plant):
+    target = tmp_path / "elsewhere.json"
+    record_failure(tmp_path, "codex", "capacity", "429", NOW)  # valid, were it followed
+    os.replace(tmp_path / "codex.json", target)
+    if plant == "directory":
+        (tmp_path / "codex.json").mkdir()
+    else:
+        (tmp_path / "codex.json").symlink_to(target)
     with caplog.at_level(logging.WARNING, logger="lane_runner.router.health"):
         assert read_all(tmp_path) == []
     assert "unreadable" in caplog.text

@@ -171,6 +171,13 @@ def test_huge_rationale_is_bounded_in_the_route(server, router):
     assert "\n" not in route.describe()
 
 
+def test_header_beyond_what_http_allows_is_an_error_not_a_crash(server, client):
+    router = HttpRouter(server.url, client, timeout=2.0, retries=0)
+    server.select("worker/codex/gpt-5/low", rationale="x" * (200 * 1024))
+    with pytest.raises(RoutingError, match="RemoteProtocolError"):
+        router.route(CONTEXT, "cli-auto")
+
+
 def test_oversized_body_is_refused(server, router):
     server.reply(
         body=b"x" * (2 << 20), headers={"x-model-router-selected-model": "worker/codex/gpt-5/low"}
