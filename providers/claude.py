@@ -56,11 +56,13 @@ def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: st
 
 
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
-    """Fold one event into ``reading``; every claude event is progress."""
+    """Fold one event into ``reading``; True unless it is API retry chatter."""
     session_id = event.get("session_id")
     if isinstance(session_id, str) and session_id and reading.session_id is None:
         reading.session_id = session_id
     kind = event.get("type")
+    if kind == "system" and event.get("subtype") == "api_retry":
+        return False
     if kind == "assistant" and isinstance(event.get("error"), str):
         reading.signals.add_error(event["error"])
     if kind == "result":

@@ -1,0 +1,31 @@
+"""Simulated ``codex`` and ``claude`` CLIs (``python -P -m providers.simulators.<cli>``).
+
+``install(bin_dir)`` writes executable wrappers named like the real CLIs, so
+anything that runs "the codex binary" can run the simulator instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+CLIS = ("codex", "claude")
+
+
+def install(bin_dir: Path) -> dict[str, Path]:
+    """Write ``codex`` and ``claude`` wrapper scripts into ``bin_dir``; their paths.
+
+    ``-P`` keeps the working directory (a task's workspace) off ``sys.path``.
+    """
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    installed: dict[str, Path] = {}
+    for cli in CLIS:
+        path = bin_dir / cli
+        path.write_text(
+            "#!/bin/sh\n"
+            f"exec {shlex.quote(sys.executable)} -P -m providers.simulators.{cli} \"$@\"\n"
+        )
+        path.chmod(0o755)
+        installed[cli] = path
+    return installed

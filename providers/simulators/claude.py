@@ -1,0 +1,216 @@
+"""Simulated ``claude`` (Claude Code 2.1 shaped) for demos, tests and benchmarks.
+
+Accepts the argv lane-runner uses (``-p --output-format stream-json --verbose
+--json-schema --model --effort --dangerously-skip-permissions --disallowedTools
+... --session-id|--resume ID``) and rejects anything else the way commander does
+(``error: unknown option``, exit 1). The root refusal of
+``--dangerously-skip-permissions`` is played only with
+``LANE_RUNNER_SIM_ROOT_REFUSAL=1``, since demos and tests often run as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from providers.simulators import play
+
+_VALUED = {
+    "--output-format": "output_format", "--json-schema": "json_schema", "--model": "model",
+    "--effort": "effort", "--session-id": "session_id", "--settings": "settings",
+}
+_VARIADIC = {"--disallowedTools", "--disallowed-tools", "--allowedTools", "--allowed-tools"}
+_OPTIONAL = {"-r": "resume", "--resume": "resume"}
+_FLAGS = {"-p": "print", "--print": "print", "--verbose": "verbose",
+          "--dangerously-skip-permissions": "skip_permissions"}
+_CHOICES = {
+    "output_format": ("text", "json", "stream-json"),
+    "effort": ("low", "medium", "high", "xhigh", "max"),
+}
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+
+
+@dataclass
+class Invocation:
+    options: dict[str, str] = field(default_factory=dict)
+    flags: set[str] = field(default_factory=set)
+    denied: list[str] = field(default_factory=list)
+    prompt: str | None = None
+
+
+def parse(argv: list[str]) -> Invocation:
+    invocation = Invocation()
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in _VALUED:
+            if not eq and (not args or args[0].startswith("-")):
+                play.fail(f"error: option '{name} <value>' argument missing")
+            invocation.options[_VALUED[name]] = inline if eq else args.pop(0)
+        elif name in _VARIADIC:
+            while args and not args[0].startswith("-"):
+                invocation.denied.append(args.pop(0))
+        elif name in _OPTIONAL:
+            takes_next = not eq and args and not args[0].startswith("-")
+            invocation.options[_OPTIONAL[name]] = args.pop(0) if takes_next else inline
+        elif arg in _FLAGS:
+            invocation.flags.add(_FLAGS[arg])
+        elif arg.startswith("-") and arg != "-":
+            play.fail(f"error: unknown option '{arg}'")
+        elif invocation.prompt is None:
+            invocation.prompt = arg
+        else:
+            play.fail("error: too many arguments. Expected 1 argument but got 2.")
+    for key, allowed in _CHOICES.items():
+        value = invocation.options.get(key)
+        if value is not None and value not in allowed:
+            choices = ", ".join(allowed)
+            play.fail(f"error: option '--{key.replace('_', '-')} <value>' argument '{value}' "
+                      f"is invalid. Allowed choices are {choices}.")
+    return invocation
+
+
+def _check(invocation: Invocation) -> None:
+    """The run-time checks the real CLI makes after parsing."""
+    options = invocation.options
+    if "print" not in invocation.flags:
+        play.fail("simulated claude supports only -p/--print")
+    if options.get("output_format") == "stream-json" and "verbose" not in invocation.flags:
+        play.fail("Error: When using --print, --output-format=stream-json requires --verbose")
+    if "session_id" in options and not _UUID.match(options["session_id"]):
+        play.fail("Error: Invalid session ID. Must be a valid UUID.")
+    if "json_schema" in options:
+        try:
+            json.loads(options["json_schema"])
+        except ValueError:
+            play.fail("Error: --json-schema must be a valid JSON Schema")
+    if ("skip_permissions" in invocation.flags and os.geteuid() == 0
+            and os.environ.get("LANE_RUNNER_SIM_ROOT_REFUSAL") == "1"):
+        play.fail("--dangerously-skip-permissions cannot be used with root/sudo privileges "
+                  "for security reasons")
+
+
+class Run:
+    def __init__(self, invocation: Invocation) -> None:
+        self.options = invocation.options
+        self.sessions = play.Sessions(play.home("CLAUDE_CONFIG_DIR", ".claude-sim"))
+        self.prompt = invocation.prompt if invocation.prompt is not None else sys.stdin.read()
+        self.scenario = play.choose("claude", self.prompt)
+        self.model = self.options.get("model", "claude-sonnet-4-5")
+
+    def event(self, kind: str, session_id: str, **fields: Any) -> None:
+        play.emit({"type": kind, **fields, "session_id": session_id, "uuid": str(uuid.uuid4())})
+        play.pause()
+
+    def result(self, session_id: str, *, is_error: bool, text: str, status: int = 0,
+               structured: dict[str, Any] | None = None, subtype: str = "success") -> None:
+        fields: dict[str, Any] = {"subtype": subtype, "is_error": is_error, "num_turns": 1,
+                                  "result": text, "total_cost_usd": 0}
+        if structured is not None:
+            fields["structured_output"] = structured
+        self.event("result", session_id, **fields)
+        sys.exit(status)
+
+    def assistant(self, session_id: str, text: str, **fields: Any) -> None:
+        self.event("assistant", session_id, message={
+            "role": "assistant", "model": self.model,
+            "content": [{"type": "text", "text": text}]}, parent_tool_use_id=None, **fields)
+
+    def session(self) -> str:
+        resume = self.options.get("resume")
+        if resume is not None:
+            if self.scenario.name == "session-missing":
+                self.sessions.forget(resume)
+            if not self.sessions.exists(resume):
+                sys.stderr.write(f"No conversation found with session ID: {resume}\n")
+                self.result(resume, is_error=True, text="", status=1,
+                            subtype="error_during_execution")
+            return resume
+        session_id = self.options.get("session_id") or str(uuid.uuid4())
+        if self.sessions.exists(session_id):
+            play.fail(f"Error: Session ID {session_id} is already in use.")
+        return session_id
+
+    def play(self) -> None:
+        session_id = self.session()
+        turn = self.sessions.next_turn(session_id)
+        name = self.scenario.name
+        self.event("system", session_id, subtype="init", cwd=os.getcwd(), model=self.model,
+                   permissionMode="bypassPermissions", tools=["Bash", "Edit", "Read", "Write"])
+        if name == "auth":
+            self.assistant(session_id, "Not logged in · Please run /login",
+                           error="authentication_failed")
+            self.result(session_id, is_error=True, text="Not logged in · Please run /login",
+                        status=1)
+        if name == "capacity":
+            text = "You've hit your session limit · resets 3pm (UTC)"
+            self.assistant(session_id, text, error="rate_limit")
+            self.result(session_id, is_error=True, text=text, status=1)
+        if name == "hang":
+            play.hang()
+        if name == "reconnect-forever":
+            self.retry_forever(session_id)
+        if name == "crash":
+            play.fail("TypeError: Cannot read properties of undefined (reading 'content')\n"
+                      "    at simulated (file:///cli.js:1:1)")
+        if name == "grandchildren":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            pids = play.spawn_stubborn_descendants()
+            self.tool_result(session_id, f"pids: {' '.join(map(str, pids))}")
+            play.hang()
+        self.work(session_id)
+        structured = play.answer(self.scenario, turn, self.prompt, Path.cwd())
+        self.assistant(session_id, json.dumps(structured))
+        self.result(session_id, is_error=False, text=json.dumps(structured),
+                    structured=structured)
+
+    def tool_result(self, session_id: str, content: str) -> None:
+        self.event("user", session_id, message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{uuid.uuid4().hex[:12]}",
+             "content": content}]}, parent_tool_use_id=None)
+
+    def work(self, session_id: str) -> None:
+        name = self.scenario.name
+        if name == "garbage":
+            sys.stdout.write("not json at all\n{\"type\": \"assistant\", broken\n\x00\x01\n")
+        if name == "huge":
+            chunk = "x" * 65536
+            for _ in range(max(1, int(self.scenario.number(1 << 20)) // len(chunk))):
+                sys.stdout.write(json.dumps({"type": "user", "session_id": session_id,
+                    "message": {"role": "user", "content": [{"type": "tool_result",
+                    "tool_use_id": "toolu_big", "content": chunk}]}}) + "\n")
+            sys.stdout.flush()
+        if name == "slow":
+            interval, count = self.scenario.number(1.0), int(self.scenario.number(5, 1))
+            for step in range(count):
+                time.sleep(interval)
+                self.assistant(session_id, f"still working ({step + 1}/{count})")
+        self.tool_result(session_id, "")
+
+    def retry_forever(self, session_id: str) -> None:
+        attempt = 0
+        while True:
+            attempt += 1
+            self.event("system", session_id, subtype="api_retry", attempt=attempt,
+                       max_retries=10, retry_delay_ms=50, error_status=None,
+                       error="connection_error")
+            time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> None:
+    invocation = parse(sys.argv[1:] if argv is None else argv)
+    _check(invocation)
+    Run(invocation).play()
+
+
+if __name__ == "__main__":
+    main()

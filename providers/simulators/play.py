@@ -1,0 +1,160 @@
+"""What the simulated CLIs share: scenario choice, session store, the answer.
+
+A scenario comes from (first match wins) the control file named by
+``LANE_RUNNER_SIM_CONTROL`` (JSON ``{"codex": "capacity"}``, re-read on every
+run so tests can flip capacity while a daemon runs), a ``[sim:NAME]`` or
+``[sim:NAME:ARG]`` marker in the prompt, ``LANE_RUNNER_SIM_SCENARIO``, else
+``success``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = frozenset({
+    "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
+    "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal",
+})
+_MARKER = re.compile(r"\[sim:([a-z-]+)(?::([^\]]*))?\]")
+OUTPUT_FILE = "sim-output.txt"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    arg: str = ""
+
+    def number(self, default: float, index: int = 0) -> float:
+        parts = [part for part in self.arg.split(":") if part]
+        return float(parts[index]) if len(parts) > index else default
+
+
+def _parse(text: str) -> Scenario:
+    name, _, arg = text.partition(":")
+    if name not in SCENARIOS:
+        sys.exit(f"simulator: unknown scenario {name!r}")
+    return Scenario(name, arg)
+
+
+def choose(provider: str, prompt: str) -> Scenario:
+    control = os.environ.get("LANE_RUNNER_SIM_CONTROL")
+    if control:
+        try:
+            wanted = json.loads(Path(control).read_text()).get(provider)
+        except (OSError, ValueError):
+            wanted = None
+        if wanted:
+            return _parse(str(wanted))
+    marker = _MARKER.search(prompt)
+    if marker:
+        return _parse(f"{marker.group(1)}:{marker.group(2) or ''}")
+    return _parse(os.environ.get("LANE_RUNNER_SIM_SCENARIO") or "success")
+
+
+def pause(scale: float = 1.0) -> None:
+    """Pacing between events: none unless ``LANE_RUNNER_SIM_DELAY`` asks for it."""
+    delay = float(os.environ.get("LANE_RUNNER_SIM_DELAY") or 0) * scale
+    if delay > 0:
+        time.sleep(delay)
+
+
+def hang() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, status: int = 1) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    sys.exit(status)
+
+
+class Sessions:
+    """Sessions under the CLI's home, so resume works across processes."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root / "sim-sessions"
+
+    def _path(self, session_id: str) -> Path:
+        return self._root / f"{session_id}.json"
+
+    def exists(self, session_id: str) -> bool:
+        return self._path(session_id).is_file()
+
+    def forget(self, session_id: str) -> None:
+        self._path(session_id).unlink(missing_ok=True)
+
+    def next_turn(self, session_id: str) -> int:
+        """Record one more turn of the session; the new turn's number (1-based)."""
+        path = self._path(session_id)
+        turns = json.loads(path.read_text())["turns"] if path.is_file() else 0
+        self._root.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"turns": turns + 1}))
+        return turns + 1
+
+
+def home(variable: str, fallback: str) -> Path:
+    configured = os.environ.get(variable)
+    return Path(configured) if configured else Path.home() / fallback
+
+
+def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[str, Any]:
+    """The worker result for a scenario that finishes its turn normally.
+
+    ``goal:N`` answers incomplete, with an unfinished-work marker, until turn N.
+    A completing answer really edits the workspace so git sees a diff.
+    """
+    result: dict[str, Any] = {
+        "status": "completed", "summary": "", "changed_files": [], "tests_run": [],
+        "artifacts": [], "findings": [], "blockers": [],
+    }
+    goal = int(scenario.number(1)) if scenario.name == "goal" else 1
+    if scenario.name == "incomplete" or turn < goal:
+        result.update(status="incomplete", summary=f"turn {turn}: TODO: remaining work")
+        return result
+    if scenario.name == "blocked":
+        result.update(status="blocked", summary="cannot proceed",
+                      blockers=["simulated blocker: the task needs a human decision"])
+        return result
+    first_line = (prompt.strip().splitlines() or [""])[0][:120]
+    with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
+        out.write(f"turn {turn}: {first_line}\n")
+    result.update(summary=f"simulated work done in turn {turn}", changed_files=[OUTPUT_FILE])
+    return result
+
+
+def spawn_stubborn_descendants() -> list[int]:
+    """Two sleepers that ignore SIGTERM: one in our group, one in its own session.
+
+    Each says "ready" once its signal handling is in place, so a test that
+    kills the tree right after sees the stubborn versions, not a racy start.
+    """
+    code = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "if sys.argv[1] == 'setsid': os.setsid()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    sleepers = [
+        subprocess.Popen([sys.executable, "-c", code, mode], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        for mode in ("setsid", "group")
+    ]
+    for sleeper in sleepers:
+        assert sleeper.stdout is not None
+        sleeper.stdout.readline()
+    return [sleeper.pid for sleeper in sleepers]
