@@ -104,12 +104,14 @@ def _providers(value: Any) -> tuple[str, ...]:
 
 def _models(value: Any) -> dict[str, str]:
     """Models per effort: a TOML table, or ``low=m1,high=m2`` from the environment."""
+    pairs: list[tuple[Any, Any]]
     if isinstance(value, dict):
         pairs = list(value.items())
     else:
-        pairs = [item.split("=", 1) for item in _text(value).split(",") if item.strip()]
-        if any(len(pair) != 2 for pair in pairs):
+        items = [item for item in _text(value).split(",") if item.strip()]
+        if any("=" not in item for item in items):
             raise ValueError("expected effort=model pairs separated by commas")
+        pairs = [(effort, model) for effort, _, model in (i.partition("=") for i in items)]
     models = {str(effort).strip(): _text(model).strip() for effort, model in pairs}
     unknown = sorted(set(models) - set(EFFORTS))
     if unknown or not all(models.values()):
