@@ -1,0 +1,58 @@
+"""The crash-safe terminal journal (DESIGN §3.2, §4).
+
+Knows files, inodes and fsync; knows nothing of boards, providers or HTTP: the
+board commit is a callback (``CommitFn``) it is handed.
+
+What one accepted result costs in fsyncs, and why each one is needed:
+
+``write_pending`` -- 2
+  1. the temp file's data, before the rename makes it visible: otherwise power
+     loss can leave a complete-looking name over empty or torn data;
+  2. the board directory, after the rename: otherwise the new name itself can
+     vanish, and "durable on return" would be a lie.
+
+``finalize`` (pending → committed or conflict) -- 6
+  1-2. prepared evidence: data, then directory, for the same two reasons; the
+       evidence must exist durably before the board is asked, because recovery
+       replays prepared evidence first and in the order it became durable;
+  (the board commit: its own transaction and durability)
+  3-4. committed (or conflict) record: data, then directory -- this must be
+       durable before anything that could replay the result disappears, or a
+       crash could leave neither the pending record nor the board's answer;
+  5. retiring the prepared evidence: directory, after rename-aside + unlink;
+  6. retiring the pending inode: directory, so that once finalize returns the
+     pending record is gone for good (a lost removal would only cause an
+     idempotent replay, but ``has_pending`` would answer wrongly meanwhile).
+
+So 8 per accepted result; plus 1 (the lanes root) the first time a board
+directory is created, and 1 per quarantine diagnostic and retirement in
+recovery. With the link + unlink fallback for rename-no-replace the count is
+the same: one directory fsync covers both entry changes.
+"""
+
+from journal.commit import CommitFn, CommitResult, FinalizeOutcome
+from journal.facade import Journal, PendingConflict
+from journal.fs import FS, LinuxFS
+from journal.inspect import Entry
+from journal.record import RunIdentity, State, TerminalRecord
+from journal.recovery import RecoveryEvent, RecoveryReport, RetryFn
+from journal.retention import CollectReport, RetentionPolicy
+
+__all__ = [
+    "FS",
+    "CollectReport",
+    "CommitFn",
+    "CommitResult",
+    "Entry",
+    "FinalizeOutcome",
+    "Journal",
+    "LinuxFS",
+    "PendingConflict",
+    "RecoveryEvent",
+    "RecoveryReport",
+    "RetentionPolicy",
+    "RetryFn",
+    "RunIdentity",
+    "State",
+    "TerminalRecord",
+]

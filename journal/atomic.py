@@ -1,0 +1,100 @@
+"""Atomic document writes: temp file, fsync, rename, fsync directory.
+
+A name in a board directory only ever appears holding complete, durable bytes:
+the data is fsynced before the rename makes it visible, and the directory is
+fsynced after so the new entry itself survives power loss. ``write_new`` never
+replaces an existing entry (rename-no-replace); ``write_replace`` does, for
+documents that are rewritten in place such as lane state.
+
+Temp files are named ``.tmp.<pid>.<nonce>`` and tracked while in flight, so
+recovery can remove exactly the ones a dead writer abandoned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+from journal import names
+from journal.fs import FS
+
+log = logging.getLogger(__name__)
+
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
+
+
+def is_abandoned(entry: names.EntryName) -> bool:
+    """True for a temp file whose writer is gone (dead process, or ours but finished)."""
+    if entry.kind is not names.Kind.TEMP or entry.pid is None:
+        return False
+    if entry.pid == os.getpid():
+        with _in_flight_lock:
+            return entry.name not in _in_flight
+    try:
+        os.kill(entry.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@contextlib.contextmanager
+def _temp_file(fs: FS, dir_fd: int, data: bytes) -> Iterator[tuple[str, os.stat_result]]:
+    """A fully written, fsynced temp file; removed on the way out if still there."""
+    name = names.temp(os.urandom(8))
+    with _in_flight_lock:
+        _in_flight.add(name)
+    try:
+        fd = fs.create(dir_fd, name)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[fs.write(fd, view.tobytes()) :]
+            fs.fsync(fd)
+            created = fs.fstat(fd)
+        finally:
+            fs.close(fd)
+        try:
+            yield name, created
+        finally:
+            _discard(fs, dir_fd, name)
+    finally:
+        with _in_flight_lock:
+            _in_flight.discard(name)
+
+
+def _discard(fs: FS, dir_fd: int, name: str) -> None:
+    try:
+        fs.unlink(dir_fd, name)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        # Safe to leave: an abandoned temp name is never read as a record, and
+        # recovery/retention remove it once this process is gone.
+        log.warning("could not remove temp file %s: %s", name, error)
+
+
+def write_new(fs: FS, dir_fd: int, name: str, data: bytes) -> os.stat_result | None:
+    """Durably create ``name`` holding ``data``; None (and no change) when it exists.
+
+    Returns the stat of the created inode so the caller can later retire exactly it.
+    """
+    with _temp_file(fs, dir_fd, data) as (temp, created):
+        try:
+            fs.rename_noreplace(dir_fd, temp, dir_fd, name)
+        except FileExistsError:
+            return None
+    fs.fsync(dir_fd)
+    return created
+
+
+def write_replace(fs: FS, dir_fd: int, name: str, data: bytes) -> None:
+    """Durably replace (or create) ``name`` with ``data``."""
+    with _temp_file(fs, dir_fd, data) as (temp, _created):
+        fs.rename(dir_fd, temp, name)
+    fs.fsync(dir_fd)
