@@ -40,7 +40,7 @@ def load_bytes(name: str) -> bytes:
 
 
 @functools.cache
-def _registry() -> Registry:  # type: ignore[type-arg]
+def _registry() -> Registry:
     resources_ = [(_BASE + name, Resource.from_contents(load(name))) for name in names()]
     return Registry().with_resources(resources_)
 
