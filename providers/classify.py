@@ -55,7 +55,8 @@ def is_noise(message: str) -> bool:
 
 
 def _evidence(signals: Signals) -> Iterable[str]:
-    decisive = [text for text in signals.errors if not is_noise(text)]
+    """Latest decisive error first (the CLI's final word), then stderr, then noise."""
+    decisive = [text for text in reversed(signals.errors) if not is_noise(text)]
     yield from decisive
     yield signals.stderr
     if not decisive:
@@ -83,7 +84,7 @@ def classify_failure(signals: Signals) -> tuple[Classification, str]:
                 return verdict, _line_around(text, match.start())
     if signals.signal is not None:
         return Classification.KILLED_BY_SIGNAL, f"killed by signal {signals.signal}"
-    detail = next((text for text in signals.errors if not is_noise(text)), "")
+    detail = next((text for text in reversed(signals.errors) if not is_noise(text)), "")
     detail = detail or _last_line(signals.stderr)
     reason = f"exit status {signals.exit_status}" + (f": {detail[:500]}" if detail else "")
     return Classification.FAILED, reason

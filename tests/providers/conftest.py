@@ -1,0 +1,58 @@
+"""Shared fixtures: the simulators installed in a temp bin dir, and a request builder."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers import ProviderRequest, worker_environment
+from providers.simulators import install
+from schemas import load_bytes
+
+RequestFactory = Callable[..., ProviderRequest]
+
+
+@pytest.fixture
+def sim_bin(tmp_path: Path) -> dict[str, Path]:
+    return install(tmp_path / "bin")
+
+
+@pytest.fixture
+def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
+    schema = tmp_path / "worker-result.schema.json"
+    schema.write_bytes(load_bytes("worker-result.schema.json"))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    counter = iter(range(1, 1000))
+
+    def build(provider: str, prompt: str = "Fix the bug", **overrides: Any) -> ProviderRequest:
+        number = next(counter)
+        extra = {"CODEX_HOME": str(tmp_path / "codex-home"),
+                 "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home")}
+        fields: dict[str, Any] = {
+            "provider": provider,
+            "executable": sim_bin[provider],
+            "model": "gpt-5.5" if provider == "codex" else "claude-sonnet-4-5",
+            "effort": "high",
+            "prompt": prompt,
+            "workspace": workspace,
+            "schema_path": schema,
+            "result_file": tmp_path / f"t1.run-1.provider-{number}.result.json",
+            "session_id": str(uuid.uuid4()) if provider == "claude" else None,
+            "resume": False,
+            "log_path": tmp_path / "logs" / "t1.log",
+            "env": worker_environment(provider, extra=extra),
+            "deadline": time.monotonic() + 60,
+            "heartbeat_interval": 0.2,
+            "stall_timeout": 30,
+            "kill_grace": 0.5,
+        }
+        fields.update(overrides)
+        return ProviderRequest(**fields)
+
+    return build

@@ -1,0 +1,119 @@
+"""Argv for every path, accepted by the simulators and (when installed) the real CLIs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from providers import claude, codex
+from providers.simulators import claude as claude_sim
+from providers.simulators import codex as codex_sim
+
+from .conftest import RequestFactory
+
+THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+SESSION = "3f0b6f1e-1d2c-4a8e-9f00-5a5a5a5a5a5a"
+
+
+def test_codex_new_thread(make_request: RequestFactory, tmp_path: Path) -> None:
+    req = make_request("codex")
+    argv = codex.argv(req, thread_id=None, result_file=req.result_file)
+    assert argv == [
+        str(req.executable), "--dangerously-bypass-approvals-and-sandbox", "exec", "--json",
+        "-m", "gpt-5.5", "-c", 'model_reasoning_effort="high"',
+        "--output-schema", str(req.schema_path), "-o", str(req.result_file),
+        "-C", str(req.workspace), "-",
+    ]
+
+
+def test_codex_resume(make_request: RequestFactory) -> None:
+    req = make_request("codex")
+    argv = codex.argv(req, thread_id=THREAD, result_file=req.result_file)
+    assert argv[1:4] == ["--dangerously-bypass-approvals-and-sandbox", "exec", "resume"]
+    assert argv[-2:] == [THREAD, "-"]
+    assert "-C" not in argv
+    assert argv[argv.index("-o") + 1] == str(req.result_file)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_claude_argv(make_request: RequestFactory, resume: bool) -> None:
+    req = make_request("claude", session_id=SESSION)
+    argv = claude.argv(req, session_id=SESSION, resume=resume, schema_text='{"type":"object"}')
+    assert argv[:6] == [str(req.executable), "-p", "--output-format", "stream-json",
+                        "--verbose", "--json-schema"]
+    assert argv[argv.index("--model") + 1] == "claude-sonnet-4-5"
+    assert argv[argv.index("--effort") + 1] == "high"
+    assert "--dangerously-skip-permissions" in argv
+    denied = argv[argv.index("--disallowedTools") + 1 : -2]
+    assert "Bash(git push --force *)" in denied and "Bash(git reset --hard *)" in denied
+    assert any(rule.startswith("Bash(git clean -f") for rule in denied)
+    assert argv[-2:] == ["--resume" if resume else "--session-id", SESSION]
+
+
+def test_simulators_parse_our_argv(make_request: RequestFactory) -> None:
+    req = make_request("codex")
+    for thread in (None, THREAD):
+        parsed = codex_sim.parse(codex.argv(req, thread_id=thread, result_file=req.result_file)[1:])
+        assert parsed.resume is (thread is not None)
+        assert parsed.options["output"] == [str(req.result_file)]
+    parsed_claude = claude_sim.parse(
+        claude.argv(req, session_id=SESSION, resume=False, schema_text="{}")[1:])
+    assert parsed_claude.options["session_id"] == SESSION
+    assert len(parsed_claude.denied) == len(claude.DENIED_TOOLS)
+
+
+def _run_sim(cli: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", f"providers.simulators.{cli}", *args],
+                          input="", capture_output=True, text=True, timeout=30)
+
+
+def test_simulators_reject_unknown_options_like_the_real_parsers() -> None:
+    codex_run = _run_sim("codex", ["exec", "--json", "--bogus"])
+    assert codex_run.returncode == 2
+    assert codex_run.stderr.startswith("error: unexpected argument '--bogus' found")
+    resume_run = _run_sim("codex", ["exec", "resume", "-C", "/tmp", THREAD])
+    assert resume_run.returncode == 2 and "'-C'" in resume_run.stderr
+    claude_run = _run_sim("claude", ["-p", "--bogus"])
+    assert claude_run.returncode == 1
+    assert claude_run.stderr.strip() == "error: unknown option '--bogus'"
+    no_verbose = _run_sim("claude", ["-p", "--output-format", "stream-json"])
+    assert "requires --verbose" in no_verbose.stderr
+
+
+REAL_PARSER_ERRORS = ("unexpected argument", "unknown option", "invalid value", "Usage:")
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="real codex CLI not installed")
+def test_real_codex_parser_accepts_our_argv(make_request: RequestFactory, tmp_path: Path) -> None:
+    req = make_request("codex", executable=Path(shutil.which("codex") or "codex"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+           "CODEX_HOME": str(tmp_path / "missing")}
+    for thread in (None, THREAD):
+        argv = codex.argv(req, thread_id=thread, result_file=req.result_file)
+        run = subprocess.run(argv, input="task", capture_output=True, text=True, env=env,
+                             timeout=60, cwd=req.workspace)
+        assert run.returncode == 1, run.stderr
+        assert "codex home" in run.stderr.lower()
+        assert not any(marker in run.stderr for marker in REAL_PARSER_ERRORS)
+
+
+@pytest.mark.skipif(shutil.which("claude") is None or os.geteuid() != 0,
+                    reason="real claude CLI not installed (or not root)")
+def test_real_claude_parser_accepts_our_argv(make_request: RequestFactory,
+                                             tmp_path: Path) -> None:
+    """As root the real CLI gets past option parsing to its root refusal."""
+    req = make_request("claude", executable=Path(shutil.which("claude") or "claude"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    for resume in (False, True):
+        argv = claude.argv(req, session_id=SESSION, resume=resume,
+                           schema_text=req.schema_path.read_text())
+        run = subprocess.run(argv, input="task", capture_output=True, text=True, env=env,
+                             timeout=60, cwd=req.workspace)
+        assert run.returncode == 1
+        assert "cannot be used with root/sudo privileges" in run.stderr
+        assert not any(marker in run.stderr for marker in REAL_PARSER_ERRORS)

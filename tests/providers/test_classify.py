@@ -1,0 +1,210 @@
+"""Every classification, from streams shaped exactly like DESIGN §7 (real CLI output)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from providers import Classification, claude, codex
+from providers.model import Attempt
+from providers.reading import Reading
+from providers.run import conclude
+from providers.supervisor import Ended
+
+RESULT = {"status": "completed", "summary": "done", "changed_files": ["a.py"], "tests_run": [],
+          "artifacts": [], "findings": [], "blockers": []}
+SESSION = "3f0b6f1e-1d2c-4a8e-9f00-5a5a5a5a5a5a"
+
+
+def judge(provider: str, lines: list[str], *, status: int | None = 0, stderr: str = "",
+          signal: int | None = None, stopped: Classification | None = None,
+          file_answer: dict[str, Any] | None = None) -> Attempt:
+    reading = Reading()
+    observe = codex.observe if provider == "codex" else claude.observe
+    for line in lines:
+        observe(reading, json.loads(line))
+    ended = Ended(exit_status=status, signal=signal, stopped=stopped,
+                  stop_reason="stopped" if stopped else "", stderr=stderr, tail="", pid=1)
+    return conclude(reading, ended, file_answer)
+
+
+def codex_ok(text: str) -> list[str]:
+    return [
+        '{"type":"thread.started","thread_id":"01a22a8f-ded7-70c1-86b9-89eb6ad1a1b4"}',
+        '{"type":"turn.started"}',
+        json.dumps({"type": "item.completed",
+                    "item": {"id": "item_1", "type": "agent_message", "text": text}}),
+        '{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}',
+    ]
+
+
+def test_codex_success_from_agent_message() -> None:
+    attempt = judge("codex", codex_ok(json.dumps(RESULT)))
+    assert attempt.classification is Classification.OK
+    assert attempt.structured == RESULT
+    assert attempt.session_id == "01a22a8f-ded7-70c1-86b9-89eb6ad1a1b4"
+
+
+def test_codex_result_file_wins_over_agent_message() -> None:
+    other = {**RESULT, "summary": "from the -o file"}
+    attempt = judge("codex", codex_ok(json.dumps(RESULT)), file_answer=other)
+    assert attempt.structured == other
+
+
+def test_codex_fenced_result_text_is_found() -> None:
+    attempt = judge("codex", codex_ok("Here it is:\n```json\n" + json.dumps(RESULT) + "\n```"))
+    assert attempt.classification is Classification.OK
+
+
+def test_schema_invalid_result_is_a_failure() -> None:
+    attempt = judge("codex", codex_ok(json.dumps({**RESULT, "blockers": ["x"]})))
+    assert attempt.classification is Classification.FAILED
+    assert "invalid worker result" in attempt.reason and attempt.structured is None
+
+
+def test_prose_about_authentication_is_not_auth() -> None:
+    text = ("I fixed the authentication bug: 401 Unauthorized responses and the expired token "
+            "refresh; also handled 429 rate limit and 'Not logged in' pages.")
+    lines = [*codex_ok(text)[:2], codex_ok(text)[2]]
+    attempt = judge("codex", lines, status=1, stderr="")
+    assert attempt.classification is Classification.FAILED
+
+
+def test_codex_usage_limit_is_capacity() -> None:
+    message = "You've hit your usage limit. Upgrade to Pro or try again at 3:05 PM."
+    lines = [codex_ok("")[0], '{"type":"turn.started"}',
+             json.dumps({"type": "error", "message": message}),
+             json.dumps({"type": "turn.failed", "error": {"message": message}})]
+    assert judge("codex", lines, status=1).classification is Classification.CAPACITY
+
+
+def test_codex_retry_limit_429_is_capacity() -> None:
+    noise = [json.dumps({"type": "error", "message": f"Reconnecting... {n}/5 (429 Too Many)"})
+             for n in range(1, 6)]
+    final = "exceeded retry limit, last status: 429 Too Many Requests"
+    lines = [codex_ok("")[0], *noise, json.dumps({"type": "turn.failed",
+                                                  "error": {"message": final}})]
+    attempt = judge("codex", lines, status=1)
+    assert attempt.classification is Classification.CAPACITY
+    assert "exceeded retry limit" in attempt.reason
+
+
+def test_codex_unauthorized_is_auth() -> None:
+    message = "unexpected status 401 Unauthorized: Missing bearer or basic authentication"
+    lines = [codex_ok("")[0], json.dumps({"type": "error", "message": message})]
+    assert judge("codex", lines, status=1).classification is Classification.AUTH
+
+
+def test_codex_unknown_thread_is_session_missing() -> None:
+    stderr = ("Error: thread/resume: thread/resume failed: no rollout found for thread id "
+              "0199a213-81c0-7800-8aa1-bbab2a035a53 (code -32600)\n\nStack backtrace:\n   0: <unknown>")
+    assert judge("codex", [], status=1, stderr=stderr).classification is (
+        Classification.SESSION_MISSING)
+
+
+def test_codex_success_despite_earlier_reconnects() -> None:
+    noise = json.dumps({"type": "error", "message": "Reconnecting... 1/5 (429)"})
+    lines = codex_ok(json.dumps(RESULT))
+    attempt = judge("codex", [lines[0], noise, *lines[1:]])
+    assert attempt.classification is Classification.OK
+
+
+def test_reconnect_events_are_not_meaningful_but_items_are() -> None:
+    reading = Reading()
+    assert not codex.observe(reading, {"type": "error", "message": "Reconnecting... 2/5 (x)"})
+    assert codex.observe(reading, {"type": "item.started", "item": {"type": "reasoning"}})
+    assert not claude.observe(reading, {"type": "system", "subtype": "api_retry", "attempt": 1})
+    assert claude.observe(reading, {"type": "assistant", "message": {}})
+
+
+CLAUDE_NOT_LOGGED_IN = [
+    json.dumps({"type": "system", "subtype": "init", "cwd": "/w", "session_id": SESSION}),
+    json.dumps({"type": "assistant", "message": {"content": [
+        {"type": "text", "text": "Not logged in · Please run /login"}]},
+        "session_id": SESSION, "error": "authentication_failed"}),
+    json.dumps({"type": "result", "subtype": "success", "is_error": True, "num_turns": 1,
+                "result": "Not logged in · Please run /login", "session_id": SESSION}),
+]
+
+
+def test_claude_not_logged_in_is_auth_even_with_subtype_success() -> None:
+    attempt = judge("claude", CLAUDE_NOT_LOGGED_IN, status=1)
+    assert attempt.classification is Classification.AUTH
+    assert "Not logged in" in attempt.reason
+
+
+def test_claude_is_error_wins_even_with_exit_zero_and_a_result() -> None:
+    lines = [CLAUDE_NOT_LOGGED_IN[0], json.dumps({
+        "type": "result", "subtype": "success", "is_error": True,
+        "result": "Invalid API key · Please run /login", "structured_output": RESULT})]
+    assert judge("claude", lines, status=0).classification is Classification.AUTH
+
+
+@pytest.mark.parametrize("text", [
+    "You've hit your session limit · resets 3pm (Europe/Berlin)",
+    "Claude AI usage limit reached|1760000000",
+    "API Error: Request rejected (429) · this may be a temporary capacity issue",
+    'API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+])
+def test_claude_limits_are_capacity(text: str) -> None:
+    lines = [CLAUDE_NOT_LOGGED_IN[0], json.dumps({"type": "result", "subtype": "success",
+                                                  "is_error": True, "result": text})]
+    assert judge("claude", lines, status=1).classification is Classification.CAPACITY
+
+
+def test_claude_success_uses_structured_output_then_result_text() -> None:
+    structured = [CLAUDE_NOT_LOGGED_IN[0], json.dumps({
+        "type": "result", "subtype": "success", "is_error": False, "result": "prose",
+        "structured_output": RESULT})]
+    assert judge("claude", structured).structured == RESULT
+    text_only = [CLAUDE_NOT_LOGGED_IN[0], json.dumps({
+        "type": "result", "subtype": "success", "is_error": False, "result": json.dumps(RESULT)})]
+    attempt = judge("claude", text_only)
+    assert attempt.classification is Classification.OK and attempt.session_id == SESSION
+
+
+def test_claude_unknown_session_is_session_missing() -> None:
+    lines = [json.dumps({"type": "result", "subtype": "error_during_execution", "is_error": True,
+                         "num_turns": 0, "session_id": SESSION,
+                         "errors": [f"No conversation found with session ID: {SESSION}"]})]
+    attempt = judge("claude", lines, status=1,
+                    stderr=f"No conversation found with session ID: {SESSION}")
+    assert attempt.classification is Classification.SESSION_MISSING
+
+
+def test_claude_session_in_use_is_collision() -> None:
+    attempt = judge("claude", [], status=1, stderr=f"Error: Session ID {SESSION} is already in use.")
+    assert attempt.classification is Classification.SESSION_COLLISION
+
+
+def test_claude_root_refusal_is_a_clear_failure() -> None:
+    stderr = "--dangerously-skip-permissions cannot be used with root/sudo privileges for security"
+    attempt = judge("claude", [], status=1, stderr=stderr)
+    assert attempt.classification is Classification.FAILED
+    assert "root/sudo" in attempt.reason
+
+
+def test_killed_by_signal_and_plain_failures() -> None:
+    assert judge("codex", [], status=None, signal=9).classification is (
+        Classification.KILLED_BY_SIGNAL)
+    crash = judge("codex", [], status=101, stderr="thread 'main' panicked at x.rs\nboom")
+    assert crash.classification is Classification.FAILED and "boom" in crash.reason
+    silent = judge("codex", codex_ok("no json here"))
+    assert silent.classification is Classification.FAILED
+
+
+@pytest.mark.parametrize("stopped", [Classification.STALLED, Classification.TIMED_OUT,
+                                     Classification.LEASE_LOST, Classification.CANCELLED])
+def test_supervisor_stops_win_and_drop_the_result(stopped: Classification) -> None:
+    attempt = judge("codex", codex_ok(json.dumps(RESULT)), status=None, signal=15,
+                    stopped=stopped)
+    assert attempt.classification is stopped and attempt.structured is None
+
+
+def test_claude_root_refusal_up_front() -> None:
+    assert claude.root_refusal(None, euid=0) is not None
+    assert "worker_user" in (claude.root_refusal(None, euid=0) or "")
+    assert claude.root_refusal("worker", euid=0) is None
+    assert claude.root_refusal(None, euid=1000) is None
