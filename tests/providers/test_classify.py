@@ -99,7 +99,8 @@ def test_codex_unauthorized_is_auth() -> None:
 
 def test_codex_unknown_thread_is_session_missing() -> None:
     stderr = ("Error: thread/resume: thread/resume failed: no rollout found for thread id "
-              "0199a213-81c0-7800-8aa1-bbab2a035a53 (code -32600)\n\nStack backtrace:\n   0: <unknown>")
+              "0199a213-81c0-7800-8aa1-bbab2a035a53 (code -32600)\n\nStack backtrace:\n"
+              "   0: <unknown>")
     assert judge("codex", [], status=1, stderr=stderr).classification is (
         Classification.SESSION_MISSING)
 
@@ -175,7 +176,8 @@ def test_claude_unknown_session_is_session_missing() -> None:
 
 
 def test_claude_session_in_use_is_collision() -> None:
-    attempt = judge("claude", [], status=1, stderr=f"Error: Session ID {SESSION} is already in use.")
+    stderr = f"Error: Session ID {SESSION} is already in use."
+    attempt = judge("claude", [], status=1, stderr=stderr)
     assert attempt.classification is Classification.SESSION_COLLISION
 
 

@@ -1,0 +1,109 @@
+"""run_attempt end to end through the simulated CLIs: results, sessions, fallbacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from providers import Classification, run_attempt
+
+from .conftest import RequestFactory
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_success_edits_the_workspace_and_reports_the_session(
+    make_request: RequestFactory, provider: str
+) -> None:
+    seen: list[str] = []
+    req = make_request(provider, on_session=seen.append)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert attempt.structured and attempt.structured["changed_files"] == ["sim-output.txt"]
+    assert (req.workspace / "sim-output.txt").read_text().startswith("turn 1: Fix the bug")
+    assert attempt.session_id and seen == [attempt.session_id]
+    assert "lane-runner: starting" in req.log_path.read_text()
+    if provider == "codex":
+        assert json.loads(req.result_file.read_text()) == attempt.structured
+
+
+def test_codex_resume_continues_the_thread(make_request: RequestFactory) -> None:
+    first = run_attempt(make_request("codex", prompt="[sim:goal:2] build it"))
+    assert first.structured and first.structured["status"] == "incomplete"
+    assert "TODO: remaining" in first.structured["summary"]
+    second = run_attempt(make_request("codex", prompt="[sim:goal:2] build it",
+                                      session_id=first.session_id, resume=True))
+    assert second.structured and second.structured["status"] == "completed"
+    assert second.session_id == first.session_id
+    assert second.argv[3] == "resume"
+
+
+def test_codex_unknown_thread_starts_a_fresh_one(make_request: RequestFactory) -> None:
+    seen: list[str] = []
+    stale = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+    req = make_request("codex", session_id=stale, resume=True, on_session=seen.append)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert attempt.session_id not in (None, stale) and seen == [attempt.session_id]
+    assert attempt.result_file is not None and attempt.result_file != req.result_file
+    assert not req.result_file.exists()
+    assert "no rollout found for thread id" in req.log_path.read_text()
+
+
+def test_claude_fresh_start_of_a_used_id_resumes(make_request: RequestFactory) -> None:
+    first = run_attempt(make_request("claude"))
+    again = make_request("claude", session_id=first.session_id, resume=False)
+    attempt = run_attempt(again)
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert "--resume" in attempt.argv and attempt.session_id == first.session_id
+    assert "already in use" in again.log_path.read_text()
+
+
+def test_claude_resume_of_a_missing_session_starts_it_fresh(make_request: RequestFactory) -> None:
+    req = make_request("claude", resume=True)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert "--session-id" in attempt.argv and attempt.session_id == req.session_id
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("capacity", Classification.CAPACITY),
+    ("auth", Classification.AUTH),
+    ("crash", Classification.FAILED),
+])
+def test_failure_scenarios(make_request: RequestFactory, provider: str, scenario: str,
+                           expected: Classification) -> None:
+    attempt = run_attempt(make_request(provider, prompt=f"[sim:{scenario}] fix login"))
+    assert attempt.classification is expected, attempt.reason
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_blocked_and_garbage(make_request: RequestFactory, provider: str) -> None:
+    blocked = run_attempt(make_request(provider, prompt="[sim:blocked] x"))
+    assert blocked.structured and blocked.structured["blockers"]
+    garbage = run_attempt(make_request(provider, prompt="[sim:garbage] x"))
+    assert garbage.classification is Classification.OK, garbage.reason
+
+
+def test_capacity_is_controlled_from_outside(make_request: RequestFactory, tmp_path: Path) -> None:
+    control = tmp_path / "control.json"
+    control.write_text(json.dumps({"codex": "capacity", "claude": "capacity"}))
+    def env(provider: str) -> dict[str, str]:
+        return {**make_request(provider).env, "LANE_RUNNER_SIM_CONTROL": str(control)}
+    for provider in ("codex", "claude"):
+        out = run_attempt(make_request(provider, env=env(provider)))
+        assert out.classification is Classification.CAPACITY
+    control.write_text(json.dumps({}))
+    back = run_attempt(make_request("claude", env=env("claude")))
+    assert back.classification is Classification.OK
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_300_kib_prompt_travels_on_stdin(make_request: RequestFactory, provider: str) -> None:
+    prompt = "Large task\n" + ("lorem ipsum dolor sit amet " * 12000)
+    assert len(prompt.encode()) > 300 * 1024
+    attempt = run_attempt(make_request(provider, prompt=prompt))
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert all(len(arg) < 10_000 for arg in attempt.argv)

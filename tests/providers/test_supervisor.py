@@ -1,0 +1,128 @@
+"""The supervisor with real processes: limits, stall clock, kill tree, memory bound."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from providers import Classification, run_attempt
+from providers.lines import TRUNCATED, LineSplitter, Tail
+from providers.tasklog import TaskLog
+
+from .conftest import RequestFactory
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _logged_pids(log_path: Path) -> list[int]:
+    match = re.search(r"pids: (\d+) (\d+)", log_path.read_text())
+    assert match, "the simulator did not report its descendants"
+    return [int(match.group(1)), int(match.group(2))]
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_lease_loss_kills_the_whole_tree(make_request: RequestFactory, provider: str) -> None:
+    """Grandchildren that setsid and ignore SIGTERM, under a root that ignores it too."""
+    beats: list[float] = []
+
+    def heartbeat() -> bool:
+        beats.append(time.monotonic())
+        return len(beats) < 3
+
+    req = make_request(provider, prompt="[sim:grandchildren] x", heartbeat=heartbeat)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.LEASE_LOST
+    assert attempt.signal == 9 and len(beats) == 3
+    pids = _logged_pids(req.log_path)
+    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "zombies left unreaped"
+
+
+def test_deadline_times_out(make_request: RequestFactory) -> None:
+    attempt = run_attempt(make_request("codex", prompt="[sim:hang] x",
+                                       deadline=time.monotonic() + 1.0))
+    assert attempt.classification is Classification.TIMED_OUT
+
+
+def test_cancel_terminates(make_request: RequestFactory) -> None:
+    cancel = threading.Event()
+    timer = threading.Timer(0.5, cancel.set)
+    timer.start()
+    attempt = run_attempt(make_request("claude", prompt="[sim:hang] x", cancel=cancel))
+    timer.cancel()
+    assert attempt.classification is Classification.CANCELLED
+    assert attempt.signal == 15
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_stall_clock_fires_on_reconnect_forever(make_request: RequestFactory,
+                                                provider: str) -> None:
+    req = make_request(provider, prompt="[sim:reconnect-forever] x", stall_timeout=1.0)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.STALLED, attempt.reason
+    assert "Reconnecting" in attempt.tail or "api_retry" in attempt.tail
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_stall_clock_spares_slow_but_active(make_request: RequestFactory, provider: str) -> None:
+    """Events every 0.4 s for 2.4 s against a 1 s stall timeout."""
+    req = make_request(provider, prompt="[sim:slow:0.4:6] x", stall_timeout=1.0)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.OK, attempt.reason
+
+
+def _rss_kib() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+
+def test_200_mb_of_output_with_bounded_memory(make_request: RequestFactory) -> None:
+    size = 200 * 1024 * 1024
+    req = make_request("codex", prompt=f"[sim:huge:{size}] x", rotate_bytes=32 * 1024 * 1024)
+    before = _rss_kib()
+    attempt = run_attempt(req)
+    growth_mib = (_rss_kib() - before) / 1024
+    assert attempt.classification is Classification.OK, attempt.reason
+    assert growth_mib < 64
+    assert len(attempt.tail) <= 64 * 1024
+    parts = sorted(req.log_path.parent.iterdir())
+    assert [part.name for part in parts] == ["t1.log", "t1.log.1", "t1.log.2", "t1.log.3"]
+    assert all(part.stat().st_size <= 32 * 1024 * 1024 for part in parts)
+
+
+def test_line_splitter_caps_long_lines() -> None:
+    splitter = LineSplitter(cap=10)
+    assert splitter.feed(b"short\nabcdefghijKLMNOP") == [b"short", b"abcdefghij" + TRUNCATED]
+    assert splitter.feed(b"QRS\nnext\npartial") == [b"next"]
+    assert splitter.feed(b"0123456789ABCDEF\n") == [b"partial012" + TRUNCATED]
+    assert splitter.feed(b"tail") == []
+    assert splitter.finish() == [b"tail"]
+
+
+def test_tail_keeps_only_the_last_characters() -> None:
+    tail = Tail(limit=20, line_limit=8)
+    for number in range(100):
+        tail.add(f"line {number} with more text".encode())
+    assert tail.text().endswith("line 99 ") and len(tail.text()) <= 20
+
+
+def test_task_log_rotates_and_keeps_a_bounded_number_of_parts(tmp_path: Path) -> None:
+    log = TaskLog(tmp_path / "t.log", rotate_bytes=100, keep=2)
+    for number in range(50):
+        log.write_line(f"{number:03d} ".encode() * 4)
+    log.close()
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["t.log", "t.log.1", "t.log.2"]
+    assert (tmp_path / "t.log").read_bytes().endswith(b"049 " * 4 + b"\n")
+    assert all(path.stat().st_size <= 100 for path in tmp_path.iterdir())
