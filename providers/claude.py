@@ -10,6 +10,7 @@ how "Not logged in" arrives).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from providers.model import ProviderRequest
@@ -79,15 +80,28 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
     return True
 
 
-def root_refusal(run_as: str | None, euid: int | None = None) -> str | None:
+def root_refusal(
+    run_as: str | None, euid: int | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
     """Why a claude lane cannot start here, or None.
 
-    Claude refuses ``--dangerously-skip-permissions`` as root; without a worker
-    user the lane must fail at once with this message instead of a bare exit 1.
+    Claude refuses ``--dangerously-skip-permissions`` as root unless the
+    environment declares a disposable sandbox (``IS_SANDBOX=1`` or
+    ``CLAUDE_CODE_BUBBLEWRAP=1``, the CLI's own two escapes). Without a worker
+    user or such a declaration the lane must fail at once with this message
+    instead of a bare exit 1.
     """
     if run_as or (os.geteuid() if euid is None else euid) != 0:
         return None
+    if sandbox_declared(os.environ if environ is None else environ):
+        return None
     return (
-        "claude refuses --dangerously-skip-permissions as root; "
-        "set worker_user (LANE_RUNNER_WORKER_USER) to an unprivileged user"
+        "claude refuses --dangerously-skip-permissions as root; set worker_user "
+        "(LANE_RUNNER_WORKER_USER) to an unprivileged user, or export IS_SANDBOX=1 "
+        "if this host is a disposable sandbox"
     )
+
+
+def sandbox_declared(environ: Mapping[str, str]) -> bool:
+    """The environment says this is a disposable sandbox, the claude root guard's escape."""
+    return environ.get("IS_SANDBOX") == "1" or environ.get("CLAUDE_CODE_BUBBLEWRAP") == "1"

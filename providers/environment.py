@@ -15,7 +15,7 @@ from pathlib import Path
 _BASICS = frozenset({"PATH", "HOME", "LANG", "TZ", "TERM"})
 _PREFIXES = {
     "codex": ("CODEX_", "OPENAI_API_KEY"),
-    "claude": ("CLAUDE_", "ANTHROPIC_"),
+    "claude": ("CLAUDE_", "ANTHROPIC_", "IS_SANDBOX"),
 }
 _ALWAYS_PREFIXES = ("LC_", "LANE_RUNNER_SIM_")
 

@@ -94,7 +94,8 @@ def _check(invocation: Invocation) -> None:
         except ValueError:
             play.fail("Error: --json-schema must be a valid JSON Schema")
     if ("skip_permissions" in invocation.flags and os.geteuid() == 0
-            and os.environ.get("LANE_RUNNER_SIM_ROOT_REFUSAL") == "1"):
+            and os.environ.get("IS_SANDBOX") != "1"
+            and os.environ.get("CLAUDE_CODE_BUBBLEWRAP") != "1"):
         play.fail("--dangerously-skip-permissions cannot be used with root/sudo privileges "
                   "for security reasons")
 

@@ -3,8 +3,9 @@
 A scenario comes from (first match wins) the control file named by
 ``LANE_RUNNER_SIM_CONTROL`` (JSON ``{"codex": "capacity"}``, re-read on every
 run so tests can flip capacity while a daemon runs), a ``[sim:NAME]`` or
-``[sim:NAME:ARG]`` marker in the prompt, ``LANE_RUNNER_SIM_SCENARIO``, else
-``success``.
+``[sim:NAME:ARG]`` marker in the prompt (``[sim@codex:NAME]`` applies to one
+provider only, e.g. a capacity failure that a fallback to the other survives),
+``LANE_RUNNER_SIM_SCENARIO``, else ``success``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal",
 })
-_MARKER = re.compile(r"\[sim:([a-z-]+)(?::([^\]]*))?\]")
+_MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
 
 
@@ -53,9 +54,9 @@ def choose(provider: str, prompt: str) -> Scenario:
             wanted = None
         if wanted:
             return _parse(str(wanted))
-    marker = _MARKER.search(prompt)
-    if marker:
-        return _parse(f"{marker.group(1)}:{marker.group(2) or ''}")
+    for marker in _MARKER.finditer(prompt):
+        if marker.group(1) in (None, provider):
+            return _parse(f"{marker.group(2)}:{marker.group(3) or ''}")
     return _parse(os.environ.get("LANE_RUNNER_SIM_SCENARIO") or "success")
 
 

@@ -33,7 +33,10 @@ def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
     def build(provider: str, prompt: str = "Fix the bug", **overrides: Any) -> ProviderRequest:
         number = next(counter)
         extra = {"CODEX_HOME": str(tmp_path / "codex-home"),
-                 "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home")}
+                 "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home"),
+                 # Tests run as root on CI: declare the throw-away sandbox the claude
+                 # root guard asks for (test_root_guard covers the refusal itself).
+                 "IS_SANDBOX": "1"}
         fields: dict[str, Any] = {
             "provider": provider,
             "executable": sim_bin[provider],

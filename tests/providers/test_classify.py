@@ -206,7 +206,12 @@ def test_supervisor_stops_win_and_drop_the_result(stopped: Classification) -> No
 
 
 def test_claude_root_refusal_up_front() -> None:
-    assert claude.root_refusal(None, euid=0) is not None
-    assert "worker_user" in (claude.root_refusal(None, euid=0) or "")
-    assert claude.root_refusal("worker", euid=0) is None
-    assert claude.root_refusal(None, euid=1000) is None
+    assert "worker_user" in (claude.root_refusal(None, euid=0, environ={}) or "")
+    assert claude.root_refusal("worker", euid=0, environ={}) is None
+    assert claude.root_refusal(None, euid=1000, environ={}) is None
+
+
+@pytest.mark.parametrize("declared", [{"IS_SANDBOX": "1"}, {"CLAUDE_CODE_BUBBLEWRAP": "1"}])
+def test_a_declared_sandbox_lifts_the_root_refusal(declared: dict[str, str]) -> None:
+    assert claude.root_refusal(None, euid=0, environ=declared) is None
+    assert claude.root_refusal(None, euid=0, environ={"IS_SANDBOX": "0"}) is not None

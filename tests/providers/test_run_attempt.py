@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,22 @@ def test_300_kib_prompt_travels_on_stdin(make_request: RequestFactory, provider:
     attempt = run_attempt(make_request(provider, prompt=prompt))
     assert attempt.classification is Classification.OK, attempt.reason
     assert all(len(arg) < 10_000 for arg in attempt.argv)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the claude root guard only fires as root")
+def test_root_guard_refuses_like_the_real_claude_without_a_declared_sandbox(
+    make_request: RequestFactory,
+) -> None:
+    request = make_request("claude")
+    request.env.pop("IS_SANDBOX")
+    attempt = run_attempt(request)
+    assert attempt.classification is Classification.FAILED
+    assert "root/sudo" in attempt.reason
+
+
+def test_a_provider_qualified_marker_applies_to_that_provider_only(
+    make_request: RequestFactory,
+) -> None:
+    prompt = "Speed it up [sim@codex:capacity]"
+    assert run_attempt(make_request("codex", prompt)).classification is Classification.CAPACITY
+    assert run_attempt(make_request("claude", prompt)).classification is Classification.OK
