@@ -7,6 +7,7 @@ Costs in fsyncs are documented in ``journal/__init__.py``.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ from journal.record import (
     check_document,
     judge,
 )
-from journal.recovery import RecoveryReport, RetryFn, staged_pending
+from journal.recovery import RecoveryReport, RetryFn, carries_result, staged_record
 from journal.retention import CollectReport, RetentionPolicy
+
+log = logging.getLogger(__name__)
 
 #: Lane files the daemon may write through ``write_document``: never terminal records.
 _DOCUMENT_KINDS = frozenset(
@@ -77,6 +80,11 @@ class Journal:
                 return commit.finalize(bd, task_id, run_id, commit_fn)
         except FileNotFoundError:
             return FinalizeOutcome.ABSENT
+        except OSError as error:
+            log.warning(
+                "could not open board %s; %s/run %s left pending: %s", board, task_id, run_id, error
+            )
+            return FinalizeOutcome.PENDING
 
     def recover(self, commit_fn: CommitFn, make_retryable: RetryFn) -> RecoveryReport:
         return recovery.recover(self.fs, self.lanes_root, commit_fn, make_retryable)
@@ -154,8 +162,8 @@ def _speaks_for(
     bd: BoardDir, entry: names.EntryName, payload: bytes, identity: RunIdentity
 ) -> bool:
     if entry.kind is names.Kind.STAGING:
-        record = staged_pending(bd.board, entry, payload)
-        return record is not None and record.identity == identity
+        record = staged_record(bd.board, entry, payload)
+        return record is not None and carries_result(record) and record.identity == identity
     try:
         judge(payload, identity, State(str(entry.kind)), entry.digest)
     except Invalid:

@@ -20,7 +20,7 @@ from journal.lanes import BoardDir, boards, open_board
 from journal.pin import Pinned, pin
 from journal.quarantine import SCHEMA as DIAGNOSTIC_SCHEMA
 from journal.record import Invalid, RunIdentity, State, judge
-from journal.recovery import staged_pending
+from journal.recovery import staged_record
 
 DIAGNOSTIC_KIND = "quarantine-diagnostic"
 
@@ -148,7 +148,7 @@ def _judge_board_entry(bd: BoardDir, parsed: names.EntryName, pinned: Pinned) ->
             return _Verdict(False, error.reason)
         return _Verdict(True, digest=record.digest)
     if parsed.kind is names.Kind.STAGING:
-        staged = staged_pending(bd.board, parsed, pinned.payload)
+        staged = staged_record(bd.board, parsed, pinned.payload)
         return (
             _Verdict(False, "untrusted-staging")
             if staged is None

@@ -122,6 +122,13 @@ def conflict(task_id: str, run_id: int, digest: str) -> str:
     return f"{task_id}.run-{run_id}.terminal.conflict-{digest}.json"
 
 
+def of_record(state: str, task_id: str, run_id: int, digest: str) -> str:
+    """The canonical name of a terminal record in ``state``."""
+    if state in ("prepared", "conflict"):
+        return f"{task_id}.run-{run_id}.terminal.{state}-{digest}.json"
+    return f"{task_id}.run-{run_id}.terminal.{state}.json"
+
+
 def origin_of(name: str) -> str:
     """The ``<p>`` of a staging name: binds it to the canonical name it came from."""
     return hashlib.sha256(os.fsencode(name)).hexdigest()[:16]

@@ -129,7 +129,12 @@ class _Pass:
 def recover(fs: FS, lanes_root: Path, commit: CommitFn, make_retryable: RetryFn) -> RecoveryReport:
     """Recover every board under ``lanes_root``; never raises for bad entries."""
     report = RecoveryReport()
-    found, skipped = boards(fs, lanes_root)
+    try:
+        found, skipped = boards(fs, lanes_root)
+    except OSError as error:
+        log.warning("recovery deferred: cannot list %s: %s", lanes_root, error)
+        report.events.append(RecoveryEvent("", "", "deferred", reason=str(error)))
+        return report
     report.skipped.extend(names.printable(name) for name in skipped)
     for board in found:
         try:
@@ -177,37 +182,41 @@ def _recover_staging(p: _Pass, entry: names.EntryName) -> None:
     with pinned:
         if pinned.problem == "hardlinked" and _drop_interrupted_link(p, entry, pinned):
             return
-        if pinned.payload is None:
-            p.quarantine(pinned, "untrusted-staging", None)
-            return
-        record = staged_pending(p.bd.board, entry, pinned.payload)
+        record = (
+            None if pinned.payload is None else staged_record(p.bd.board, entry, pinned.payload)
+        )
         if record is None:
             p.quarantine(pinned, "untrusted-staging", None)
             return
-        ensure_record(
-            p.bd, names.prepared(record.task_id, record.run_id, record.digest), record.as_prepared()
-        )
-        retire(
-            p.bd.fs,
-            p.bd.fd,
-            entry.name,
-            pinned.stat,
-            origin=names.pending(record.task_id, record.run_id),
-        )
-        p.note(entry.name, "promoted", record.identity)
+        origin = _canonical(record)
+        if carries_result(record):
+            prepared = record if record.state is State.PREPARED else record.as_prepared()
+            ensure_record(p.bd, _canonical(prepared), prepared)
+            p.note(entry.name, "promoted", record.identity)
+        else:
+            p.note(entry.name, "finished-retirement", record.identity)
+        retire(p.bd.fs, p.bd.fd, entry.name, pinned.stat, origin=origin)
 
 
-def staged_pending(board: str, entry: names.EntryName, payload: bytes) -> TerminalRecord | None:
-    """The staged record if it is a valid pending record of ``board`` bound (``<p>``) to its
-    canonical pending name -- an accepted result that must be carried on, not collected."""
+def _canonical(record: TerminalRecord) -> str:
+    return names.of_record(str(record.state), record.task_id, record.run_id, record.digest)
+
+
+def staged_record(board: str, entry: names.EntryName, payload: bytes) -> TerminalRecord | None:
+    """The staged record if it is a valid record of ``board`` bound (by ``<p>``) to the
+    canonical name of its own state: an entry whose retirement our crash interrupted."""
     try:
         record = decode(payload)
     except Invalid:
         return None
-    bound = names.origin_of(names.pending(record.task_id, record.run_id)) == entry.origin
-    if record.board != board or record.state is not State.PENDING or not bound:
+    if record.board != board or names.origin_of(_canonical(record)) != entry.origin:
         return None
     return record
+
+
+def carries_result(record: TerminalRecord) -> bool:
+    """Pending and prepared records hold an accepted result the board may not have yet."""
+    return record.state in (State.PENDING, State.PREPARED)
 
 
 def _drop_interrupted_link(p: _Pass, entry: names.EntryName, pinned: Pinned) -> bool:

@@ -21,7 +21,7 @@ from journal import atomic, names
 from journal.fs import FS
 from journal.lanes import BoardDir, boards, open_board
 from journal.pin import pin
-from journal.recovery import staged_pending
+from journal.recovery import carries_result, staged_record
 from journal.retire import Retirement, retire
 
 log = logging.getLogger(__name__)
@@ -149,10 +149,10 @@ def _carries_result(bd: BoardDir, entry: names.EntryName) -> bool:
     if pinned is None:
         return False
     with pinned:
-        return (
-            pinned.payload is not None
-            and staged_pending(bd.board, entry, pinned.payload) is not None
-        )
+        if pinned.payload is None:
+            return False
+        record = staged_record(bd.board, entry, pinned.payload)
+        return record is not None and carries_result(record)
 
 
 def _open_quarantine(bd: BoardDir) -> int | None:

@@ -1,0 +1,193 @@
+"""Proof by fault injection: I/O errors, SIGKILL and power loss at every operation.
+
+Each test starts from a template state (pending records durable, the board's
+runs started), breaks the Nth filesystem operation for N = 1, 2, ... until the
+run completes untouched, then recovers with a healthy filesystem and checks
+§4 promises 1-4: every accepted result is on the board exactly once for its own
+run, nothing is left pending, and the lane state next to it is untouched.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from doubles import CountingFS, CrashFS, FaultyFS, KillFS, PowerLoss, SqliteBoard, pending_kwargs
+
+from journal import CommitResult, Journal, LinuxFS
+from journal import names as journal_names
+from journal.record import decode
+
+MAX_STEPS = 400
+LANE_STATE = {"run_id": 9, "sessions": ["abc"]}
+
+
+class Scenario:
+    """A template lanes directory and board, copied fresh for every N."""
+
+    def __init__(self, template: Path, runs: dict[int, str]) -> None:
+        """``runs``: run id → how it is left: pending, prepared (+pending) or staged."""
+        self.template = template
+        self.runs = runs
+        self.digests: dict[tuple[str, int], str] = {}
+        board = SqliteBoard(template / "board.db")
+        journal = Journal(template / "lanes")
+        journal.write_document("b1", "t1.json", LANE_STATE)
+        for run_id, left_as in runs.items():
+            board.start("t1", run_id)
+            path = journal.write_pending(**pending_kwargs(run_id=run_id, summary=f"run {run_id}"))
+            self.digests[("t1", run_id)] = decode(path.read_bytes()).digest
+            if left_as == "prepared":
+                journal.finalize("b1", "t1", run_id, lambda record: CommitResult.PENDING)
+            if left_as == "staged":
+                seen = os.stat(path)
+                staged = journal_names.staging(path.name, seen.st_dev, seen.st_ino, 0)
+                os.rename(path, path.with_name(staged))
+
+    def copy(self, where: Path) -> tuple[Path, SqliteBoard]:
+        shutil.copytree(self.template, where, copy_function=shutil.copy2)
+        return where / "lanes", SqliteBoard(where / "board.db")
+
+
+def check_promises(scenario: Scenario, lanes: Path, board: SqliteBoard) -> None:
+    healthy = Journal(lanes)
+    report = healthy.recover(board.commit, board.make_retryable)
+    assert report.of("quarantined") == [] and report.of("deferred") == []
+    expected = sorted((task, run, digest) for (task, run), digest in scenario.digests.items())
+    assert sorted(board.completions()) == expected, "lost or double-committed"
+    left = sorted(os.listdir(lanes / "b1"))
+    committed = sorted(journal_names.committed(task, run) for task, run in scenario.digests)
+    assert left == sorted([*committed, "t1.json"]), left
+    for task, run in scenario.digests:
+        path = lanes / "b1" / journal_names.committed(task, run)
+        assert decode(path.read_bytes()).digest == scenario.digests[(task, run)]
+    lane_state = (lanes / "b1" / "t1.json").read_bytes()
+    assert lane_state == (scenario.template / "lanes" / "b1" / "t1.json").read_bytes()
+    assert all(entry.valid for entry in healthy.entries("b1"))
+
+
+def every_step(
+    tmp_path: Path,
+    scenario: Scenario,
+    make_fs: Callable[[int, Path], CountingFS],
+    act: Callable[[Journal, SqliteBoard], None],
+    after: Callable[[CountingFS], None] = lambda fs: None,
+) -> int:
+    """Run ``act`` with the Nth operation broken, for every N; returns the steps needed."""
+    for step in itertools.count(1):
+        assert step < MAX_STEPS
+        lanes, board = scenario.copy(tmp_path / f"step-{step}")
+        fs = make_fs(step, lanes)
+        try:
+            act(Journal(lanes, fs), board)
+        except PowerLoss:
+            pass
+        after(fs)
+        check_promises(scenario, lanes, board)
+        if not fs.fired:
+            return step
+    raise AssertionError("unreachable")
+
+
+def finalize_run_7(journal: Journal, board: SqliteBoard) -> None:
+    journal.finalize("b1", "t1", 7, board.commit)
+
+
+def recover_all(journal: Journal, board: SqliteBoard) -> None:
+    journal.recover(board.commit, board.make_retryable)
+
+
+@pytest.fixture(scope="module")
+def commit_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    return Scenario(tmp_path_factory.mktemp("commit-template"), {7: "pending"})
+
+
+@pytest.fixture(scope="module")
+def recovery_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    runs = {7: "pending", 8: "prepared", 9: "staged"}
+    return Scenario(tmp_path_factory.mktemp("recovery-template"), runs)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC], ids=["EIO", "ENOSPC"])
+def test_io_error_at_every_operation_of_a_commit(
+    tmp_path: Path, commit_scenario: Scenario, fallback: bool, code: int
+) -> None:
+    steps = every_step(
+        tmp_path,
+        commit_scenario,
+        lambda n, _: FaultyFS(n, code, force_link_fallback=fallback),
+        finalize_run_7,
+    )
+    assert steps > 20
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC], ids=["EIO", "ENOSPC"])
+def test_io_error_at_every_operation_of_a_recovery(
+    tmp_path: Path, recovery_scenario: Scenario, fallback: bool, code: int
+) -> None:
+    """Recovery itself never raises, whichever operation fails."""
+    steps = every_step(
+        tmp_path,
+        recovery_scenario,
+        lambda n, _: FaultyFS(n, code, force_link_fallback=fallback),
+        recover_all,
+    )
+    assert steps > 50
+
+
+@pytest.mark.parametrize("tear", [False, True], ids=["drop-unsynced", "tear-unsynced"])
+@pytest.mark.parametrize("act", [finalize_run_7, recover_all], ids=["commit", "recovery"])
+def test_power_loss_at_every_operation(
+    tmp_path: Path,
+    commit_scenario: Scenario,
+    recovery_scenario: Scenario,
+    fallback: bool,
+    tear: bool,
+    act: Callable[[Journal, SqliteBoard], None],
+) -> None:
+    scenario = commit_scenario if act is finalize_run_7 else recovery_scenario
+    every_step(
+        tmp_path,
+        scenario,
+        lambda n, lanes: CrashFS(lanes, n, tear=tear, force_link_fallback=fallback),
+        act,
+        after=lambda fs: fs.restore() if fs.fired else None,  # type: ignore[attr-defined]
+    )
+
+
+def test_sigkill_at_every_operation_of_a_commit(
+    tmp_path: Path, commit_scenario: Scenario, fallback: bool
+) -> None:
+    """The commit runs in a child process that SIGKILLs itself at operation N."""
+    for step in itertools.count(1):
+        assert step < MAX_STEPS
+        lanes, board = commit_scenario.copy(tmp_path / f"step-{step}")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fs = KillFS(step, force_link_fallback=fallback)
+                Journal(lanes, fs).finalize("b1", "t1", 7, board.commit)
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        check_promises(commit_scenario, lanes, board)
+        if not killed:
+            assert os.WEXITSTATUS(status) == 0
+            break
+    assert step > 20
+
+
+def test_healthy_paths_count_their_operations(tmp_path: Path, commit_scenario: Scenario) -> None:
+    """The fault loops above only prove something if the fault really fires inside the run."""
+    lanes, board = commit_scenario.copy(tmp_path / "counted")
+    fs = FaultyFS(10_000, errno.EIO)
+    Journal(lanes, fs).finalize("b1", "t1", 7, board.commit)
+    assert not fs.fired and fs.ops > 20
+    assert isinstance(fs, LinuxFS)
