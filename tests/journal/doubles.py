@@ -218,8 +218,9 @@ class CrashFS(CountingFS):
         raise PowerLoss(op)
 
     def _hold(self, path: str, ino: int) -> None:
+        """Keep the inode open; ``path`` is a real entry or a ``/proc/self/fd`` magic link."""
         if ino not in self.held:
-            self.held[ino] = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            self.held[ino] = os.open(path, os.O_RDONLY)
 
     def _sync_dir(self, folder: str) -> None:
         listing: dict[str, tuple[int, bool]] = {}

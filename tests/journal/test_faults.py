@@ -191,3 +191,30 @@ def test_healthy_paths_count_their_operations(tmp_path: Path, commit_scenario: S
     Journal(lanes, fs).finalize("b1", "t1", 7, board.commit)
     assert not fs.fired and fs.ops > 20
     assert isinstance(fs, LinuxFS)
+
+
+@pytest.mark.parametrize("tear", [False, True], ids=["drop-unsynced", "tear-unsynced"])
+def test_power_loss_while_writing_pending_never_loses_a_returned_write(
+    tmp_path: Path, commit_scenario: Scenario, fallback: bool, tear: bool
+) -> None:
+    """Once ``write_pending`` returned, the record survives power loss; before, it may not."""
+    for step in itertools.count(1):
+        assert step < MAX_STEPS
+        lanes, board = commit_scenario.copy(tmp_path / f"step-{step}")
+        board.start("t1", 8)
+        fs = CrashFS(lanes, step, tear=tear, force_link_fallback=fallback)
+        returned = False
+        try:
+            Journal(lanes, fs).write_pending(**pending_kwargs(run_id=8))
+            returned = True
+            fs.step("after-return")
+        except PowerLoss:
+            fs.restore()
+        healthy = Journal(lanes)
+        assert healthy.has_pending("b1", "t1", 8) or not returned
+        healthy.recover(board.commit, board.make_retryable)
+        assert board.retries() == []
+        committed_runs = sorted(run for _, run, _ in board.completions())
+        assert committed_runs == ([7, 8] if returned else [7]) or committed_runs == [7, 8]
+        if returned and not fs.fired:
+            break
