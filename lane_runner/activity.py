@@ -11,6 +11,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from providers import Progress
+
 
 @dataclass
 class ActiveRun:
@@ -24,6 +26,7 @@ class ActiveRun:
     last_heartbeat_at: float | None = None
     last_event_at: float | None = None
     log_path: str | None = None
+    pid: int | None = None
 
 
 class Activity:
@@ -49,9 +52,11 @@ class Activity:
     def heartbeat(self, run_id: int) -> None:
         self.update(run_id, last_heartbeat_at=time.time())
 
-    def progress(self, run_id: int, progress: Any) -> None:
-        """Record the supervisor's last meaningful event time (``progress.last_event_at``)."""
-        self.update(run_id, last_event_at=getattr(progress, "last_event_at", time.time()))
+    def progress(self, run_id: int, progress: Progress) -> None:
+        """Record the supervisor's liveness readings (monotonic) as wall-clock times."""
+        offset = time.time() - time.monotonic()
+        event = None if progress.last_event is None else progress.last_event + offset
+        self.update(run_id, last_event_at=event, pid=progress.pid)
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:

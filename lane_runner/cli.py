@@ -18,7 +18,7 @@ from pathlib import Path
 from lane_runner import __version__, config
 from lane_runner.errors import LaneRunnerError, UsageError
 
-COMMAND_MODULES = ("config_cmd", "board_cmd", "task_cmd")
+COMMAND_MODULES = ("config_cmd", "board_cmd", "task_cmd", "run_cmd", "demo_cmd")
 
 log = logging.getLogger("lane_runner")
 
@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lane-runner", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"lane-runner {__version__}")
     parser.add_argument(
-        "--home", type=Path, help="the runner's home (default: $LANE_RUNNER_HOME or the XDG data dir)"
+        "--home",
+        type=Path,
+        help="the runner's home (default: $LANE_RUNNER_HOME or the XDG data dir)",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True

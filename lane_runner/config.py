@@ -128,7 +128,12 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("board_url", _optional_text, None, "postgresql://... for a shared board; empty: embedded SQLite"),
+    Key(
+        "board_url",
+        _optional_text,
+        None,
+        "postgresql://... for a shared board; empty: embedded SQLite",
+    ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
     Key("router_url", _optional_text, None, "HTTP model router; empty: embedded static policy"),
     Key("router_timeout", _number(0.1, 600), 30.0, "seconds for one router request"),
@@ -136,20 +141,55 @@ KEYS: tuple[Key, ...] = (
     Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
-    Key("default_assignee", _assignee, "cli-auto", "given to unassigned ready tasks (empty: leave them)"),
+    Key(
+        "default_assignee",
+        _assignee,
+        "cli-auto",
+        "given to unassigned ready tasks (empty: leave them)",
+    ),
     Key("default_effort", _effort, "high", "effort for cli-auto under the static policy"),
-    Key("provider_preference", _providers, ("codex", "claude"), "static policy: providers in order"),
-    Key("codex_models", _models, {"low": "gpt-5.1-codex-mini", "medium": "gpt-5.1-codex",
-                                  "high": "gpt-5.1-codex", "xhigh": "gpt-5.1-codex-max"},
-        "static policy: codex model per effort"),
-    Key("claude_models", _models, {"low": "claude-haiku-4-5", "medium": "claude-sonnet-4-5",
-                                   "high": "claude-sonnet-4-5", "xhigh": "claude-opus-4-5"},
-        "static policy: claude model per effort"),
+    Key(
+        "provider_preference", _providers, ("codex", "claude"), "static policy: providers in order"
+    ),
+    Key(
+        "codex_models",
+        _models,
+        {
+            "low": "gpt-5.1-codex-mini",
+            "medium": "gpt-5.1-codex",
+            "high": "gpt-5.1-codex",
+            "xhigh": "gpt-5.1-codex-max",
+        },
+        "static policy: codex model per effort",
+    ),
+    Key(
+        "claude_models",
+        _models,
+        {
+            "low": "claude-haiku-4-5",
+            "medium": "claude-sonnet-4-5",
+            "high": "claude-sonnet-4-5",
+            "xhigh": "claude-opus-4-5",
+        },
+        "static policy: claude model per effort",
+    ),
     Key("judge", _optional_text, None, "goal judge: empty for structural, 'router' for the router"),
-    Key("lease_ttl", _number(1, 30 * 86400), 1800.0, "claim lease in seconds, renewed by heartbeats"),
+    Key(
+        "lease_ttl", _number(1, 30 * 86400), 1800.0, "claim lease in seconds, renewed by heartbeats"
+    ),
     Key("heartbeat_interval", _number(0.05, 3600), 20.0, "seconds between heartbeats"),
-    Key("stall_timeout", _number(0.1, 86400), 900.0, "no meaningful provider event this long: stalled"),
-    Key("max_runtime", _number(1, 7 * 86400), 43200.0, "seconds per run unless the task says otherwise"),
+    Key(
+        "stall_timeout",
+        _number(0.1, 86400),
+        900.0,
+        "no meaningful provider event this long: stalled",
+    ),
+    Key(
+        "max_runtime",
+        _number(1, 7 * 86400),
+        43200.0,
+        "seconds per run unless the task says otherwise",
+    ),
     Key("shutdown_grace", _number(0, 3600), 30.0, "SIGTERM: kill process trees after this"),
     Key("failure_limit", _integer(1, 1000), 3, "counted failures before a task is blocked gave_up"),
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
@@ -179,7 +219,9 @@ class Config:
         values = dict(self.values)
         sources = dict(self.sources)
         for name, raw in changes.items():
-            values[name] = _parse(KEYS_BY_NAME[name], raw, "override") if name in KEYS_BY_NAME else raw
+            values[name] = (
+                _parse(KEYS_BY_NAME[name], raw, "override") if name in KEYS_BY_NAME else raw
+            )
             sources[name] = "override"
         return Config(self.home, values, sources)
 
@@ -217,7 +259,7 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
     for variable, raw in environ.items():
         if not variable.startswith(ENV_PREFIX) or variable == ENV_PREFIX + "HOME":
             continue
-        name = variable[len(ENV_PREFIX):].lower()
+        name = variable[len(ENV_PREFIX) :].lower()
         if name not in KEYS_BY_NAME:
             raise UsageError(f"unknown setting {variable}; see 'lane-runner config show'")
         values[name] = _parse(KEYS_BY_NAME[name], raw, variable)

@@ -17,11 +17,15 @@ RESULT_INSTRUCTIONS = (
 
 def task_context(task: Task, parents: Sequence[Task], comments: Sequence[Comment]) -> str:
     """The task as routers and workers read it."""
-    parts = [f"# Task {task.board}/{task.id}: {task.title}", task.body.strip() or "(no description)"]
+    parts = [
+        f"# Task {task.board}/{task.id}: {task.title}",
+        task.body.strip() or "(no description)",
+    ]
     for parent in parents:
         summary = parent.summary or "(no summary)"
         changed = ", ".join((parent.result or {}).get("changed_files", [])) or "none"
-        parts.append(f"## Result of parent task {parent.id}: {parent.title}\n{summary}\nChanged files: {changed}")
+        heading = f"## Result of parent task {parent.id}: {parent.title}"
+        parts.append(f"{heading}\n{summary}\nChanged files: {changed}")
     recent = [c for c in comments if c.author != "lane-runner"][-RECENT_COMMENTS:]
     if recent:
         parts.append("## Recent comments\n" + "\n".join(f"- {c.author}: {c.body}" for c in recent))

@@ -27,7 +27,7 @@ from lane_runner.board.model import Claim, Outcome
 from lane_runner.executor import RunExecutor, RunReport
 from lane_runner.lock import HomeLock
 from lane_runner.notify import Notifier
-from lane_runner.services import Services, build
+from lane_runner.services import build
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ class Daemon:
         self.pending_finalizations = result.pending_left
         log.info(
             "recovered: %d reclaimed, %d finalizations pending",
-            len(result.reclaimed), result.pending_left,
+            len(result.reclaimed),
+            result.pending_left,
         )
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.notifier.ready(self._status_line())
@@ -148,7 +149,11 @@ class Daemon:
             error = future.exception()
             if error is not None:
                 log.error(
-                    "run %s of %s/%s crashed: %r", claim.run.id, claim.task.board, claim.task.id, error,
+                    "run %s of %s/%s crashed: %r",
+                    claim.run.id,
+                    claim.task.board,
+                    claim.task.id,
+                    error,
                     exc_info=error,
                 )
                 self._fail_crashed(claim, repr(error))
@@ -173,7 +178,7 @@ class Daemon:
 
     def _replay(self) -> None:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
-        self.pending_finalizations = len(report.left_pending)
+        self.pending_finalizations = recovery.RecoveryResult(report).pending_left
 
     def _claim(self) -> None:
         free = min(self.services.cfg.concurrency, MAX_SLOTS) - len(self.workers)

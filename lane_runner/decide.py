@@ -64,7 +64,9 @@ def after_attempt(
     if classification in UNAVAILABLE:
         if not fell_back:
             return Decision(Step.FALLBACK, reason)
-        return Decision(Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED)
+        return Decision(
+            Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED
+        )
     if classification == "timed_out":
         return Decision(Step.RETRY, reason, outcome=Outcome.TIMED_OUT, count_failure=True)
     if classification != "ok" or result is None:
@@ -83,7 +85,11 @@ def _judge_result(
         return Decision(Step.BLOCK, f"worker is blocked: {blockers}", kind=BlockKind.NEEDS_INPUT)
     if status == "completed" and accepted:
         return Decision(Step.ACCEPT, summary)
-    why = verdict_reason if status == "completed" else f"the worker reported incomplete work: {summary}"
+    why = (
+        verdict_reason
+        if status == "completed"
+        else f"the worker reported incomplete work: {summary}"
+    )
     if may_continue:
         return Decision(Step.CONTINUE, why)
     return Decision(Step.BLOCK, f"not done after {turn} turn(s): {why}", kind=BlockKind.NEEDS_INPUT)

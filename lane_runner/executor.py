@@ -22,7 +22,14 @@ from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.services import Services
-from providers import Attempt, ProviderRequest, claude_root_refusal, run_attempt, worker_environment
+from providers import (
+    Attempt,
+    Classification,
+    ProviderRequest,
+    claude_root_refusal,
+    run_attempt,
+    worker_environment,
+)
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
@@ -39,7 +46,7 @@ class RunReport:
 
 
 class RunExecutor:
-    """One claimed run. ``execute()`` returns what happened; it never raises for provider trouble."""
+    """One claimed run. ``execute()`` says what happened; provider trouble never raises."""
 
     def __init__(self, services: Services, claim: Claim) -> None:
         self.s = services
@@ -79,10 +86,10 @@ class RunExecutor:
         while True:
             self.state.goal_turn = turn
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
-            attempt = self._attempt(route, prompt, worktree, turn)
+            classification, attempt = self._attempt(route, prompt, worktree, turn)
             accepted, verdict = self._judge(task_context, attempt)
             decision = decide.after_attempt(
-                attempt.classification.value,
+                classification,
                 attempt.reason,
                 attempt.structured,
                 accepted=accepted,
@@ -94,12 +101,21 @@ class RunExecutor:
             )
             log.info(
                 "%s/%s run %s turn %s: %s -> %s (%s)",
-                self.task.board, self.task.id, self.run.id, turn,
-                attempt.classification.value, decision.step.value, decision.reason,
+                self.task.board,
+                self.task.id,
+                self.run.id,
+                turn,
+                classification,
+                decision.step.value,
+                decision.reason,
             )
             if decision.step is decide.Step.CONTINUE:
+                self._note(f"turn {turn} not accepted ({decision.reason}); goal turn {turn + 1}")
                 turn += 1
-                handoff, continuation = "", f"Your previous answer was not accepted: {decision.reason}"
+                handoff, continuation = (
+                    "",
+                    f"Your previous answer was not accepted: {decision.reason}",
+                )
                 continue
             if decision.step is decide.Step.FALLBACK:
                 try:
@@ -125,7 +141,10 @@ class RunExecutor:
             return self._block(decision.reason, decision.kind)
         assert decision.outcome is not None
         self._guarded(
-            self.board.reclaim, self.run.id, decision.reason, decision.outcome,
+            self.board.reclaim,
+            self.run.id,
+            decision.reason,
+            decision.outcome,
             count_failure=decision.count_failure,
         )
         return self._report("retry", decision.reason, route.provider)
@@ -136,7 +155,9 @@ class RunExecutor:
         return contexts.task_context(self.task, parents, self.board.comments(self.task.id))
 
     def _route(self, task_context: str) -> Route:
-        exclusion = health.excluded_provider(health.read_all(self.s.home.provider_health), time.time())
+        exclusion = health.excluded_provider(
+            health.read_all(self.s.home.provider_health), time.time()
+        )
         exclude, why = exclusion if exclusion else (None, None)
         route = self.s.router.route(task_context, self.task.assignee or "cli-auto", exclude, why)
         self._record_route(route)
@@ -151,7 +172,10 @@ class RunExecutor:
     def _record_route(self, route: Route) -> None:
         self.state.route = route.to_dict()
         self._save_state()
-        self._guarded(self.board.comment, self.task.id, route.describe(), author=AUTHOR)
+        self._note(route.describe())
+
+    def _note(self, text: str) -> None:
+        self._guarded(self.board.comment, self.task.id, text, author=AUTHOR)
 
     def _handoff_for(self, provider: str, worktree: Path, tail: str) -> str:
         """A different provider than the last one gets a handoff; the same one resumes."""
@@ -160,40 +184,49 @@ class RunExecutor:
             return ""
         return workspace.handoff(worktree, tail)
 
-    def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
+    def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> tuple[str, Attempt]:
+        """One provider turn; returns the classification ``decide`` reads, and the attempt."""
         provider = route.provider
         n = self.state.next_sequence()
-        session_id = self.state.sessions.get(provider)
-        if provider == "claude" and session_id is None:
-            session_id = self.state.sessions["claude"] = str(uuid.uuid4())
+        if provider == "claude" and provider not in self.state.sessions:
+            self.state.sessions["claude"] = str(uuid.uuid4())  # reserved before the first start
         self.state.provider = provider
-        record = {
-            "n": n, "run_id": self.run.id, "provider": provider, "model": route.model,
-            "effort": route.effort, "turn": turn, "started_at": time.time(),
-            "ended_at": None, "classification": None, "reason": None,
+        record: dict[str, Any] = {
+            "n": n,
+            "run_id": self.run.id,
+            "provider": provider,
+            "model": route.model,
+            "effort": route.effort,
+            "turn": turn,
+            "started_at": time.time(),
+            "ended_at": None,
+            "classification": None,
+            "reason": None,
         }
         self.state.attempts.append(record)
         self._save_state()
         unusable = self._unusable(provider)
         if unusable is not None:
-            attempt = Attempt.unusable(unusable)
+            attempt = Attempt(Classification.FAILED, unusable, None, None, None, None, "")
+            classification = decide.UNUSABLE
         else:
-            attempt = run_attempt(self._request(route, prompt, worktree, n, session_id))
+            attempt = run_attempt(self._request(route, prompt, worktree, n))
+            classification = attempt.classification.value
+            self.state.started[provider] = True
+            if attempt.session_id:
+                self.state.sessions[provider] = attempt.session_id
         record.update(
-            ended_at=time.time(), classification=attempt.classification.value,
-            reason=attempt.reason[:2000],
+            ended_at=time.time(), classification=classification, reason=attempt.reason[:2000]
         )
-        if attempt.session_id:
-            self.state.sessions[provider] = attempt.session_id
-        self.state.started[provider] = self.state.started.get(provider, False) or attempt.started
         self._save_state()
         self._record_health(provider, attempt)
         if attempt.structured is not None:
             self.s.journal.write_new_document(
-                self.task.board, f"{self.task.id}.run-{self.run.id}.candidate-{n}.json",
+                self.task.board,
+                f"{self.task.id}.run-{self.run.id}.candidate-{n}.json",
                 attempt.structured,
             )
-        return attempt
+        return classification, attempt
 
     def _unusable(self, provider: str) -> str | None:
         if self.s.binaries.get(provider) is None:
@@ -202,13 +235,17 @@ class RunExecutor:
             return claude_root_refusal(self.s.cfg.worker_user)
         return None
 
-    def _request(
-        self, route: Route, prompt: str, worktree: Path, n: int, session_id: str | None
-    ) -> ProviderRequest:
+    def _request(self, route: Route, prompt: str, worktree: Path, n: int) -> ProviderRequest:
         provider = route.provider
         executable = self.s.binaries[provider]
         assert executable is not None
-        self.s.activity.update(self.run.id, provider=provider, model=route.model, effort=route.effort)
+        self.s.activity.update(
+            self.run.id, provider=provider, model=route.model, effort=route.effort
+        )
+        retry_file = None
+        if provider == "codex":  # a fresh thread after an unknown-thread resume gets its own file
+            retry_file = self._provider_result_file(self.state.next_sequence())
+            self._save_state()
         return ProviderRequest(
             provider=provider,
             executable=executable,
@@ -217,11 +254,14 @@ class RunExecutor:
             prompt=prompt,
             workspace=worktree,
             schema_path=self.s.schema_path,
-            result_file=self.lanes_dir / f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json",
-            session_id=session_id,
+            result_file=self._provider_result_file(n),
+            retry_result_file=retry_file,
+            session_id=self.state.sessions.get(provider),
             resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
-            env=worker_environment(provider, None, None),
+            env=worker_environment(
+                provider, None, {"LANE_RUNNER_NODE": self.s.node, **workspace.GIT_ENV}
+            ),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
@@ -233,6 +273,9 @@ class RunExecutor:
             on_progress=lambda progress: self.s.activity.progress(self.run.id, progress),
         )
 
+    def _provider_result_file(self, n: int) -> Path:
+        return self.lanes_dir / f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json"
+
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""
         self.state.sessions[provider] = session_id
@@ -240,12 +283,16 @@ class RunExecutor:
         self._save_state()
 
     def _heartbeat(self) -> bool:
-        """Renew the lease. Storage trouble keeps the worker alive until the lease is really gone."""
+        """Renew the lease; storage trouble keeps the worker until the lease is really gone."""
         try:
             renewed = self.board.heartbeat(self.run.id, self.s.cfg.lease_ttl)
         except BoardUnavailable as error:
-            log.warning("heartbeat for run %s not stored (%s); lease known until %.0f",
-                        self.run.id, error, self.lease_until)
+            log.warning(
+                "heartbeat for run %s not stored (%s); lease known until %.0f",
+                self.run.id,
+                error,
+                self.lease_until,
+            )
             return time.time() < self.lease_until
         if renewed:
             self.lease_until = time.time() + self.s.cfg.lease_ttl
@@ -276,15 +323,20 @@ class RunExecutor:
 
     def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
         metadata = {
-            "node": self.s.node, "provider": route.provider, "model": route.model,
-            "effort": route.effort, "goal_turn": self.state.goal_turn,
+            "node": self.s.node,
+            "provider": route.provider,
+            "model": route.model,
+            "effort": route.effort,
+            "goal_turn": self.state.goal_turn,
         }
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
         )
         outcome = self.s.journal.finalize(self.task.board, self.task.id, self.run.id, self.s.commit)
         if outcome is FinalizeOutcome.PENDING:
-            return self._report("pending", "the board is unavailable; recovery will commit", route.provider)
+            return self._report(
+                "pending", "the board is unavailable; recovery will commit", route.provider
+            )
         return self._report(outcome.value, result["summary"], route.provider)
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
@@ -295,8 +347,12 @@ class RunExecutor:
         waits = _recent_capacity_waits(self.board.runs(self.task.id))
         seconds = decide.cooldown(waits, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
         self._guarded(
-            self.board.reclaim, self.run.id, f"capacity: {reason}", Outcome.RECLAIMED,
-            count_failure=False, cooldown=seconds,
+            self.board.reclaim,
+            self.run.id,
+            f"capacity: {reason}",
+            Outcome.RECLAIMED,
+            count_failure=False,
+            cooldown=seconds,
         )
         return self._report("cooldown", f"{reason} (next attempt in {seconds:.0f} s)")
 
@@ -311,8 +367,12 @@ class RunExecutor:
         try:
             return operation(*args, **kwargs)
         except BoardUnavailable as error:
-            log.warning("board %s unavailable for %s: %s; the run stays claimed",
-                        self.task.board, getattr(operation, "__name__", operation), error)
+            log.warning(
+                "board %s unavailable for %s: %s; the run stays claimed",
+                self.task.board,
+                getattr(operation, "__name__", operation),
+                error,
+            )
             return None
 
     def _report(self, step: str, reason: str, provider: str | None = None) -> RunReport:

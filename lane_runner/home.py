@@ -33,7 +33,12 @@ class Home:
         return self.lanes / check_name("board", board)
 
     def log_file(self, board: str, task_id: str) -> Path:
-        return self.root / "logs" / check_name("board", board) / f"{check_name('task id', task_id)}.log"
+        return (
+            self.root
+            / "logs"
+            / check_name("board", board)
+            / f"{check_name('task id', task_id)}.log"
+        )
 
     def worktree(self, board: str, task_id: str) -> Path:
         return self.root / "worktrees" / check_name("board", board) / check_name("task id", task_id)

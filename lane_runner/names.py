@@ -23,8 +23,7 @@ def check_name(kind: str, value: str) -> str:
     """Return ``value`` or raise a UsageError naming the ``kind`` ("board", "task id")."""
     if not is_valid_name(value):
         raise UsageError(
-            f"invalid {kind} {value!r}: use letters, digits, '_', '.' and '-' "
-            "(not '.' or '..')"
+            f"invalid {kind} {value!r}: use letters, digits, '_', '.' and '-' (not '.' or '..')"
         )
     return value
 

@@ -14,12 +14,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from journal import RecoveryReport
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Run
 from lane_runner.services import Services
 
 log = logging.getLogger(__name__)
 
+WAITING = ("pending", "deferred")  # journal recovery actions that leave a result uncommitted
 RESTART_REASON = "the runner restarted; the run resumes its provider session"
 
 
@@ -31,19 +33,25 @@ class RunRef:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"board": self.board, "task_id": self.task_id, "run_id": self.run_id, "reason": self.reason}
+        return {
+            "board": self.board,
+            "task_id": self.task_id,
+            "run_id": self.run_id,
+            "reason": self.reason,
+        }
 
 
 @dataclass
 class RecoveryResult:
-    journal: Any
+    journal: RecoveryReport
     reclaimed: list[RunRef] = field(default_factory=list)
     rescued: list[RunRef] = field(default_factory=list)
     unavailable_boards: dict[str, str] = field(default_factory=dict)
 
     @property
     def pending_left(self) -> int:
-        return len(self.journal.left_pending)
+        """Accepted results still waiting for their board (recover exits 3 while any do)."""
+        return sum(event.action in WAITING for event in self.journal.events)
 
 
 def recover(services: Services, active: Collection[int] = ()) -> RecoveryResult:
@@ -73,7 +81,9 @@ def _holds_result(services: Services, run: Run) -> bool:
     return services.journal.has_pending(run.board, run.task_id, run.id)
 
 
-def rescue_expired(services: Services, active: Collection[int], now: float | None = None) -> list[RunRef]:
+def rescue_expired(
+    services: Services, active: Collection[int], now: float | None = None
+) -> list[RunRef]:
     """Return runs whose lease ran out to ``ready`` (outcome ``expired``, not a failure)."""
     rescued = []
     for slug in services.store.board_slugs():

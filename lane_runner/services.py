@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import schemas
 from journal import CommitResult, Journal, TerminalRecord
 from lane_runner.activity import Activity
 from lane_runner.board import open_store
@@ -18,8 +19,6 @@ from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import Judge, Router, make_judge, make_router
-
-import schemas
 
 log = logging.getLogger(__name__)
 RESULT_SCHEMA = "worker-result.schema.json"
@@ -51,9 +50,11 @@ class Services:
         return CommitResult.COMMITTED if outcome.committed else CommitResult.STALE
 
     def make_retryable(self, board: str, task_id: str, run_id: int, reason: str) -> None:
-        """The journal's callback for an untrusted pending record: the exact run goes back to ready."""
+        """The journal's callback for an untrusted pending record: that exact run is retried."""
         try:
-            self.store.board(board).reclaim(run_id, f"untrusted journal entry: {reason}", Outcome.FAILED)
+            self.store.board(board).reclaim(
+                run_id, f"untrusted journal entry: {reason}", Outcome.FAILED
+            )
         except BoardUnavailable as error:
             log.warning("cannot make %s/%s run %s retryable now: %s", board, task_id, run_id, error)
 
@@ -74,7 +75,9 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
         if configured:
             path = shutil.which(configured)
             if path is None:
-                raise UsageError(f"{provider}_bin {configured!r} is not an executable; fix it or unset it")
+                raise UsageError(
+                    f"{provider}_bin {configured!r} is not an executable; fix it or unset it"
+                )
             found[provider] = Path(path)
         else:
             on_path = shutil.which(provider)

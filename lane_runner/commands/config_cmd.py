@@ -31,7 +31,10 @@ def show_config(args: argparse.Namespace) -> int:
             {
                 "home": str(cfg.home),
                 "keys": {
-                    key.name: {"value": _plain(cfg.values[key.name]), "source": cfg.sources[key.name]}
+                    key.name: {
+                        "value": _plain(cfg.values[key.name]),
+                        "source": cfg.sources[key.name],
+                    }
                     for key in KEYS
                 },
             }

@@ -18,7 +18,8 @@ EXIT_PENDING = 3
 def register(subparsers: Any) -> None:
     run = subparsers.add_parser("run", help="run the daemon: claim, route, supervise, commit")
     run.add_argument(
-        "--until-idle", action="store_true",
+        "--until-idle",
+        action="store_true",
         help="exit once no task is ready or running (for batch use and tests)",
     )
     run.set_defaults(handler=run_daemon)
@@ -53,7 +54,7 @@ def run_recover(args: argparse.Namespace) -> int:
         finally:
             services.close()
     document = {
-        "journal": result.journal.to_dict(),
+        "journal": result.journal.as_json(),
         "reclaimed": [ref.to_dict() for ref in result.reclaimed],
         "unavailable_boards": result.unavailable_boards,
         "pending_left": result.pending_left,
@@ -66,15 +67,20 @@ def run_recover(args: argparse.Namespace) -> int:
 
 
 def _print_recovery(document: dict[str, Any]) -> None:
-    journal = document["journal"]
-    rows = []
-    for key, items in journal.items():
-        if isinstance(items, list):
-            for item in items:
-                rows.append((key, item.get("board"), item.get("task_id"), item.get("run_id"),
-                             item.get("reason") or item.get("name") or ""))
-    for ref in document["reclaimed"]:
-        rows.append(("reclaimed", ref["board"], ref["task_id"], ref["run_id"], ref["reason"]))
+    rows = [
+        (
+            event["action"],
+            event["board"],
+            event["task_id"],
+            event["run_id"],
+            event["reason"] or event["name"],
+        )
+        for event in document["journal"]["events"]
+    ]
+    rows += [
+        ("reclaimed", ref["board"], ref["task_id"], ref["run_id"], ref["reason"])
+        for ref in document["reclaimed"]
+    ]
     if rows:
         print_table(("action", "board", "task", "run", "detail"), rows)
     else:
@@ -82,4 +88,7 @@ def _print_recovery(document: dict[str, Any]) -> None:
     for slug, reason in document["unavailable_boards"].items():
         print(f"board {slug} unavailable: {reason}")
     if document["pending_left"]:
-        print(f"{document['pending_left']} finalization(s) wait for their board; run recover again later")
+        print(
+            f"{document['pending_left']} finalization(s) wait for their board; "
+            "run 'lane-runner recover' again once it is back"
+        )

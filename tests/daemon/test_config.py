@@ -14,7 +14,9 @@ from lane_runner.errors import UsageError
 
 
 def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> None:
-    (tmp_path / "config.toml").write_text('concurrency = 2\nlease_ttl = 60\nprovider_preference = ["claude"]\n')
+    (tmp_path / "config.toml").write_text(
+        'concurrency = 2\nlease_ttl = 60\nprovider_preference = ["claude"]\n'
+    )
     cfg = config.load(tmp_path, {"LANE_RUNNER_CONCURRENCY": "8"})
     assert (cfg.concurrency, cfg.sources["concurrency"]) == (8, "LANE_RUNNER_CONCURRENCY")
     assert (cfg.lease_ttl, cfg.sources["lease_ttl"]) == (60.0, str(tmp_path / "config.toml"))
@@ -34,7 +36,9 @@ def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> Non
         ("concurrency = [\n", {}, "not valid TOML"),
     ],
 )
-def test_bad_configuration_names_the_key(tmp_path: Path, text: str, environ: dict[str, str], message: str) -> None:
+def test_bad_configuration_names_the_key(
+    tmp_path: Path, text: str, environ: dict[str, str], message: str
+) -> None:
     (tmp_path / "config.toml").write_text(text)
     with pytest.raises(UsageError, match=message):
         config.load(tmp_path, environ)
@@ -47,19 +51,25 @@ def test_models_from_the_environment(tmp_path: Path) -> None:
 
 def test_home_defaults(tmp_path: Path) -> None:
     assert config.default_home({"LANE_RUNNER_HOME": "/x"}) == Path("/x")
-    assert config.default_home({"STATE_DIRECTORY": "/var/lib/lane-runner"}) == Path("/var/lib/lane-runner")
+    assert config.default_home({"STATE_DIRECTORY": "/var/lib/lane-runner"}) == Path(
+        "/var/lib/lane-runner"
+    )
     assert config.default_home({"XDG_DATA_HOME": "/d"}) == Path("/d/lane-runner")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lane_runner.cli", *args], capture_output=True, text=True,
+        [sys.executable, "-m", "lane_runner.cli", *args],
+        capture_output=True,
+        text=True,
         env={"PATH": "/usr/bin:/bin", **(env or {})},
     )
 
 
 def test_config_show_in_a_subprocess(tmp_path: Path) -> None:
-    result = run_cli("--home", str(tmp_path), "config", "show", "--json", env={"LANE_RUNNER_CONCURRENCY": "3"})
+    result = run_cli(
+        "--home", str(tmp_path), "config", "show", "--json", env={"LANE_RUNNER_CONCURRENCY": "3"}
+    )
     assert result.returncode == 0, result.stderr
     document = orjson.loads(result.stdout)
     assert document["keys"]["concurrency"] == {"value": 3, "source": "LANE_RUNNER_CONCURRENCY"}
@@ -68,5 +78,7 @@ def test_config_show_in_a_subprocess(tmp_path: Path) -> None:
 
 
 def test_config_show_with_a_bad_value_exits_2_naming_it(tmp_path: Path) -> None:
-    result = run_cli("--home", str(tmp_path), "config", "show", env={"LANE_RUNNER_LEASE_TTL": "soon"})
+    result = run_cli(
+        "--home", str(tmp_path), "config", "show", env={"LANE_RUNNER_LEASE_TTL": "soon"}
+    )
     assert result.returncode == 2 and "lease_ttl" in result.stderr and result.stdout == ""

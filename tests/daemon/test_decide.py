@@ -10,10 +10,17 @@ from lane_runner.board.model import BlockKind, Outcome
 from lane_runner.decide import Step, after_attempt, cooldown
 
 
-def result(status: str = "completed", summary: str = "did it", blockers: list[str] | None = None) -> dict[str, Any]:
+def result(
+    status: str = "completed", summary: str = "did it", blockers: list[str] | None = None
+) -> dict[str, Any]:
     return {
-        "status": status, "summary": summary, "changed_files": [], "tests_run": [],
-        "artifacts": [], "findings": [], "blockers": blockers or [],
+        "status": status,
+        "summary": summary,
+        "changed_files": [],
+        "tests_run": [],
+        "artifacts": [],
+        "findings": [],
+        "blockers": blockers or [],
     }
 
 
@@ -54,13 +61,21 @@ def test_no_usable_provider_at_all_is_a_capability_block() -> None:
 
 def test_timeout_is_a_counted_failure() -> None:
     decision = decide("timed_out")
-    assert (decision.step, decision.outcome, decision.count_failure) == (Step.RETRY, Outcome.TIMED_OUT, True)
+    assert (decision.step, decision.outcome, decision.count_failure) == (
+        Step.RETRY,
+        Outcome.TIMED_OUT,
+        True,
+    )
 
 
 @pytest.mark.parametrize("classification", ["failed", "killed_by_signal", "session_missing"])
 def test_provider_failures_are_counted(classification: str) -> None:
     decision = decide(classification)
-    assert (decision.step, decision.outcome, decision.count_failure) == (Step.RETRY, Outcome.FAILED, True)
+    assert (decision.step, decision.outcome, decision.count_failure) == (
+        Step.RETRY,
+        Outcome.FAILED,
+        True,
+    )
 
 
 def test_ok_without_a_structured_result_is_a_counted_failure() -> None:
@@ -85,7 +100,9 @@ def test_incomplete_work_continues_in_goal_mode() -> None:
     assert decision.step is Step.CONTINUE and "half" in decision.reason
 
 
-@pytest.mark.parametrize("overrides", [dict(turn=3, goal_turns=3), dict(goal_turns=3, time_left=False)])
+@pytest.mark.parametrize(
+    "overrides", [dict(turn=3, goal_turns=3), dict(goal_turns=3, time_left=False)]
+)
 def test_no_turns_or_time_left_blocks_for_a_person(overrides: dict[str, Any]) -> None:
     decision = decide(structured=result(), accepted=False, verdict_reason="TODO left", **overrides)
     assert decision.step is Step.BLOCK and decision.kind is BlockKind.NEEDS_INPUT

@@ -27,7 +27,12 @@ def test_a_new_run_keeps_sessions_and_sequence_but_restarts_the_goal(tmp_path: P
     state = lanestate.LaneState("b", "t1", 3, sessions={"claude": "s"}, goal_turn=2, sequence=5)
     save(tmp_path, state)
     loaded = lanestate.load(tmp_path, "b", "t1", 4)
-    assert (loaded.run_id, loaded.sessions, loaded.sequence, loaded.goal_turn) == (4, {"claude": "s"}, 5, 0)
+    assert (loaded.run_id, loaded.sessions, loaded.sequence, loaded.goal_turn) == (
+        4,
+        {"claude": "s"},
+        5,
+        0,
+    )
 
 
 @pytest.mark.parametrize(

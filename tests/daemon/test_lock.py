@@ -26,7 +26,9 @@ with HomeLock(Path(sys.argv[1]), "daemon"):
 @pytest.fixture
 def held(tmp_path: Path):
     path = tmp_path / "runner.lock"
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout is not None and process.stdout.readline().strip() == "held"
     yield path, process
     process.kill()

@@ -14,8 +14,15 @@ UNIT = Path(__file__).parents[2] / "systemd" / "lane-runner.service"
 
 def test_unit_declares_notify_watchdog_recover_and_an_unprivileged_user() -> None:
     text = UNIT.read_text()
-    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "recover", "User=lane-runner",
-                 "StateDirectory=lane-runner", "TimeoutStopSec=90"):
+    for line in (
+        "Type=notify",
+        "WatchdogSec=",
+        "Restart=on-failure",
+        "recover",
+        "User=lane-runner",
+        "StateDirectory=lane-runner",
+        "TimeoutStopSec=90",
+    ):
         assert line in text
 
 
@@ -26,5 +33,7 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
         pytest.skip("lane-runner console script not installed next to this python")
     unit = tmp_path / "lane-runner.service"
     unit.write_text(UNIT.read_text().replace("/usr/local/bin/lane-runner", str(executable)))
-    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr

@@ -12,7 +12,9 @@ from lane_runner import workspace
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
 @pytest.fixture
@@ -53,7 +55,9 @@ def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> N
 
     def make(index: int) -> None:
         try:
-            workspace.prepare(str(repo), tmp_path / "wt" / f"t{index}", f"lane/b/t{index}", tmp_path / "l")
+            workspace.prepare(
+                str(repo), tmp_path / "wt" / f"t{index}", f"lane/b/t{index}", tmp_path / "l"
+            )
         except Exception as error:  # noqa: BLE001 - collected for the assertion below
             errors.append(error)
 
@@ -82,7 +86,9 @@ def test_an_unusable_workspace_says_how_to_fix_it(tmp_path: Path, setup, message
 def test_a_repository_without_commits_is_refused_clearly(tmp_path: Path) -> None:
     git("init", "-q", cwd=tmp_path)
     with pytest.raises(workspace.WorkspaceError, match="at least one commit"):
-        workspace.prepare(str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t", tmp_path.parent / "l")
+        workspace.prepare(
+            str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t", tmp_path.parent / "l"
+        )
 
 
 def test_branch_names_git_refuses_are_hashed() -> None:

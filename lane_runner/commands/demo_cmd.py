@@ -1,0 +1,31 @@
+"""``lane-runner demo``: the quick start."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lane_runner import demo
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="run eight tasks through the daemon, with a crash and a recovery"
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="an empty or new directory for the demo (default: a temporary one)",
+    )
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="use the bundled simulated CLIs even where the real ones are installed",
+    )
+    parser.set_defaults(handler=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    return demo.run(args.home, simulated=args.simulated)

@@ -1,0 +1,297 @@
+"""``lane-runner demo``: the whole product on a throw-away home, in well under a minute.
+
+A git repository, a board of eight tasks over codex and claude (automatic and
+manual lanes, a capacity fallback, a goal-mode continuation, a parent and its
+child), a daemon that is killed with SIGKILL in the middle, ``recover``, a
+restart, and the outcome as an operator would read it. The simulated CLIs stand
+in for the real ones when those are not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lane_runner import lanestate
+from lane_runner.board.model import NewTask, Status, Task
+from lane_runner.board.sqlite import SqliteStore
+from lane_runner.errors import LaneRunnerError
+from lane_runner.home import Home
+from lane_runner.output import table
+
+BOARD = "demo"
+TIMEOUT = 50.0
+
+
+@dataclass(frozen=True)
+class DemoTask:
+    key: str
+    title: str
+    body: str
+    assignee: str
+    goal_turns: int = 1
+    parent: str | None = None
+
+
+TASKS = (
+    DemoTask("docs", "Write a CONTRIBUTING guide", "Explain setup, tests and review.", "cli-auto"),
+    DemoTask(
+        "tests", "Add tokenizer unit tests", "Cover empty input and unicode.", "cli-codex-high"
+    ),
+    DemoTask(
+        "review", "Review the error messages", "Make each say what to do.", "cli-claude-medium"
+    ),
+    DemoTask(
+        "fallback",
+        "Speed up the config loader",
+        "Cache the parsed file. [sim@codex:capacity]",
+        "cli-codex-medium",
+    ),
+    DemoTask(
+        "goal",
+        "Finish the migration guide",
+        "All sections, no TODOs left. [sim:goal:2]",
+        "cli-auto",
+        goal_turns=3,
+    ),
+    DemoTask(
+        "long", "Profile the importer", "Measure and report. [sim:slow:0.25:8]", "cli-codex-low"
+    ),
+    DemoTask(
+        "child",
+        "Announce the contributing guide",
+        "Post a short note.",
+        "cli-claude-low",
+        parent="docs",
+    ),
+    DemoTask("changelog", "Tidy the changelog", "Group entries by release.", "cli-auto"),
+)
+
+CONFIG = """\
+# written by 'lane-runner demo'
+concurrency = 4
+simulate = {simulate}
+lease_ttl = 60
+heartbeat_interval = 0.5
+stall_timeout = 20
+shutdown_grace = 2
+cooldown_base = 1
+"""
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=lane-runner demo", "-c", "user.email=demo@localhost", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _make_repository(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    _git("init", "-q", "-b", "main", cwd=path)
+    (path / "README.md").write_text("# demo project\n")
+    _git("add", ".", cwd=path)
+    _git("commit", "-qm", "initial commit", cwd=path)
+
+
+def _file_tasks(store: SqliteStore, repository: Path) -> dict[str, str]:
+    board = store.create_board(BOARD)
+    ids: dict[str, str] = {}
+    for spec in TASKS:
+        parents = (ids[spec.parent],) if spec.parent else ()
+        task = board.add_task(
+            NewTask(
+                title=spec.title,
+                body=spec.body,
+                id=spec.key,
+                assignee=spec.assignee,
+                parents=parents,
+                workspace=str(repository),
+                goal_turns=spec.goal_turns,
+            )
+        )
+        ids[spec.key] = task.id
+    return ids
+
+
+class Runner:
+    """The daemon as a child process, watched through the board."""
+
+    def __init__(self, home: Path, environ: dict[str, str]) -> None:
+        self.home = home
+        self.environ = environ
+
+    def start(self, *extra: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.home), *extra],
+            env=self.environ,
+            stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def recover(self) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.home), "recover"],
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return result.stdout.strip() or result.stderr.strip()
+
+
+class Watcher:
+    """Prints board events as they happen; the demo's progress display."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.board = store.board(BOARD)
+        self.seen = 0
+        self.comments_seen: set[int] = set()
+
+    def poll(self) -> None:
+        lines = []
+        for event in self.board.events(after_id=self.seen):
+            self.seen = event.id
+            lines.append(
+                (event.at, _describe_event(event.kind, event.task_id, event.run_id, event.data))
+            )
+        for task in self.board.list_tasks():
+            for comment in self.board.comments(task.id):
+                if comment.id not in self.comments_seen and comment.author == "lane-runner":
+                    self.comments_seen.add(comment.id)
+                    lines.append((comment.at, f"{task.id:<10} {comment.body}"))
+        for at, line in sorted(lines):
+            if line:
+                _say(f"  {time.strftime('%H:%M:%S', time.localtime(at))}  {line[:150]}")
+
+    def wait(self, condition: Callable[[list[Task]], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            if condition(self.board.list_tasks()):
+                return True
+            time.sleep(0.1)
+        self.poll()
+        return False
+
+
+def _describe_event(kind: str, task_id: str, run_id: int | None, data: dict[str, object]) -> str:
+    reason = str(data.get("reason") or data.get("outcome") or "")
+    if kind == "claimed":
+        return f"{task_id:<10} claimed (run {run_id})"
+    if kind == "completed":
+        return f"{task_id:<10} done (run {run_id})"
+    if kind == "blocked":
+        return f"{task_id:<10} blocked: {reason}"
+    if kind == "reclaimed":
+        return f"{task_id:<10} back to ready: {reason}"
+    if kind == "promoted":
+        return f"{task_id:<10} ready (its parent is done)"
+    return ""
+
+
+def _count(tasks: list[Task], status: Status) -> int:
+    return sum(task.status is status for task in tasks)
+
+
+def _outcome_table(home: Home, store: SqliteStore) -> str:
+    rows = []
+    for task in store.board(BOARD).list_tasks():
+        state = lanestate.load(home.lane_dir(BOARD), BOARD, task.id, task.completed_run_id or 1)
+        route = state.route or {}
+        provider = f"{route.get('provider', '-')}/{route.get('effort', '-')}" if route else "-"
+        summary = task.summary or task.block_reason or ""
+        rows.append(
+            (
+                task.id,
+                task.status.value,
+                task.assignee,
+                provider,
+                len(store.board(BOARD).runs(task.id)),
+                summary[:60],
+            )
+        )
+    return table(("task", "status", "assignee", "provider", "runs", "summary"), rows)
+
+
+def _journal_listing(directory: Path) -> str:
+    rows = []
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            rows.append((path.name, path.stat().st_size))
+    return table(("file", "bytes"), rows)
+
+
+def run(home: Path | None = None, *, simulated: bool = False) -> int:
+    root = home or Path(tempfile.mkdtemp(prefix="lane-runner-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise LaneRunnerError(f"demo home {root} is not empty; give an empty or new directory")
+    started = time.monotonic()
+    simulate = simulated or not (shutil.which("codex") and shutil.which("claude"))
+    (root / "config.toml").write_text(CONFIG.format(simulate=str(simulate).lower()))
+    environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
+    if os.geteuid() == 0:
+        # Claude refuses to skip permissions as root unless told it is in a sandbox:
+        # this demo's home is a throw-away directory, which is what IS_SANDBOX declares.
+        environ["IS_SANDBOX"] = "1"
+    layout = Home(root)
+    layout.ensure()
+    _say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
+    _make_repository(root / "project")
+    store = SqliteStore(layout.boards)
+    _file_tasks(store, root / "project")
+    _say(f"filed {len(TASKS)} tasks on board '{BOARD}'; starting the daemon")
+    runner = Runner(root, environ)
+    watcher = Watcher(store)
+
+    daemon = runner.start("run")
+    crashed = watcher.wait(
+        lambda tasks: (
+            _count(tasks, Status.DONE) >= 3
+            and any(t.id == "long" and t.status is Status.RUNNING for t in tasks)
+        ),
+        TIMEOUT / 2,
+    )
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait()
+    _say(
+        f"\n*** kill -9 of the daemon (pid {daemon.pid})"
+        + (" mid-run" if crashed else "")
+        + " ***\n"
+    )
+    _say("$ lane-runner recover")
+    _say("\n".join("  " + line for line in runner.recover().splitlines()))
+    _say("\nrestarting the daemon")
+    daemon = runner.start("run", "--until-idle")
+    remaining = max(5.0, TIMEOUT - (time.monotonic() - started))
+    finished = watcher.wait(lambda tasks: _count(tasks, Status.DONE) == len(TASKS), remaining)
+    try:
+        daemon.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        daemon.terminate()
+        daemon.wait()
+    watcher.poll()
+    _say("\n" + _outcome_table(layout, store))
+    _say(f"\njournal directory {layout.lane_dir(BOARD)}:")
+    _say(_journal_listing(layout.lane_dir(BOARD)))
+    _say(
+        f"\nfinished in {time.monotonic() - started:.1f} s; inspect with: "
+        f"lane-runner --home {root} task ls"
+    )
+    store.close()
+    return 0 if finished else 1
