@@ -18,6 +18,9 @@ from lane_runner.errors import UsageError
 from lane_runner.names import EFFORTS, PROVIDERS, is_lane_assignee
 
 ENV_PREFIX = "LANE_RUNNER_"
+# LANE_RUNNER_* variables that are not settings: the home, the simulators' knobs
+# (passed through to simulated CLIs) and the markers the runner gives its workers.
+NOT_SETTINGS = ("LANE_RUNNER_HOME", "LANE_RUNNER_SIM_", "LANE_RUNNER_NODE", "LANE_RUNNER_ATTEMPT")
 CONFIG_FILE = "config.toml"
 
 
@@ -257,7 +260,7 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
         values[name] = _parse(KEYS_BY_NAME[name], raw, str(path))
         sources[name] = str(path)
     for variable, raw in environ.items():
-        if not variable.startswith(ENV_PREFIX) or variable == ENV_PREFIX + "HOME":
+        if not variable.startswith(ENV_PREFIX) or variable.startswith(NOT_SETTINGS):
             continue
         name = variable[len(ENV_PREFIX) :].lower()
         if name not in KEYS_BY_NAME:

@@ -69,7 +69,7 @@ class Daemon:
         self.board_cursor = 0
         self.timers = {
             "claim": Timer(CLAIM_SWEEP),
-            "rescue": Timer(RESCUE_INTERVAL),
+            "rescue": Timer(min(RESCUE_INTERVAL, cfg.lease_ttl / 4)),
             "replay": Timer(REPLAY_INTERVAL),
             "gc": Timer(cfg.gc_interval),
         }

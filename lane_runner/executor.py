@@ -17,7 +17,7 @@ from typing import Any
 
 from journal import FinalizeOutcome
 from lane_runner import context as contexts
-from lane_runner import decide, lanestate, workspace
+from lane_runner import decide, lanestate, leftovers, workspace
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.router import Route, RoutingError, health
@@ -260,7 +260,7 @@ class RunExecutor:
             resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
             env=worker_environment(
-                provider, None, {"LANE_RUNNER_NODE": self.s.node, **workspace.GIT_ENV}
+                provider, None, {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV}
             ),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal import RecoveryReport
+from lane_runner import leftovers
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Run
 from lane_runner.services import Services
@@ -47,6 +48,7 @@ class RecoveryResult:
     reclaimed: list[RunRef] = field(default_factory=list)
     rescued: list[RunRef] = field(default_factory=list)
     unavailable_boards: dict[str, str] = field(default_factory=dict)
+    ended_processes: list[int] = field(default_factory=list)
 
     @property
     def pending_left(self) -> int:
@@ -54,22 +56,24 @@ class RecoveryResult:
         return sum(event.action in WAITING for event in self.journal.events)
 
 
-def recover(services: Services, active: Collection[int] = ()) -> RecoveryResult:
+def recover(services: Services) -> RecoveryResult:
+    """Run only while holding the home lock with no worker running (start, ``recover``)."""
+    ended = leftovers.end(services.node)
     report = services.journal.recover(services.commit, services.make_retryable)
-    result = RecoveryResult(journal=report)
+    result = RecoveryResult(journal=report, ended_processes=ended)
     for slug in services.store.board_slugs():
         try:
-            result.reclaimed += _reclaim_orphans(services, slug, active)
+            result.reclaimed += _reclaim_orphans(services, slug)
         except BoardUnavailable as error:
             result.unavailable_boards[slug] = str(error)
     return result
 
 
-def _reclaim_orphans(services: Services, slug: str, active: Collection[int]) -> list[RunRef]:
+def _reclaim_orphans(services: Services, slug: str) -> list[RunRef]:
     board = services.store.board(slug)
     reclaimed = []
     for run in board.running_runs(node=services.node):
-        if run.id in active or _holds_result(services, run):
+        if _holds_result(services, run):
             continue
         if board.reclaim(run.id, RESTART_REASON, Outcome.RECLAIMED):
             reclaimed.append(RunRef(slug, run.task_id, run.id, RESTART_REASON))

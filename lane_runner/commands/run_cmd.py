@@ -57,6 +57,7 @@ def run_recover(args: argparse.Namespace) -> int:
         "journal": result.journal.as_json(),
         "reclaimed": [ref.to_dict() for ref in result.reclaimed],
         "unavailable_boards": result.unavailable_boards,
+        "ended_processes": result.ended_processes,
         "pending_left": result.pending_left,
     }
     if args.json:
@@ -85,6 +86,8 @@ def _print_recovery(document: dict[str, Any]) -> None:
         print_table(("action", "board", "task", "run", "detail"), rows)
     else:
         print("nothing to recover")
+    if document["ended_processes"]:
+        print(f"ended provider processes left by a killed daemon: {document['ended_processes']}")
     for slug, reason in document["unavailable_boards"].items():
         print(f"board {slug} unavailable: {reason}")
     if document["pending_left"]:

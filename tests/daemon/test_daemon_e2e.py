@@ -1,0 +1,205 @@
+"""The daemon end to end: real subprocesses, real simulated CLIs, real signals, a real board."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import time
+
+import orjson
+import pytest
+
+from journal import Journal
+from lane_runner.board.model import Outcome, Status
+
+from .conftest import BOARD, Lane
+
+UNFINISHED = {"pending", "prepared", "staging"}
+
+
+def assert_done_exactly_once(lane: Lane) -> None:
+    """Every task done by exactly one run, whose committed journal record is the board's result."""
+    for task in lane.tasks():
+        assert task.status is Status.DONE, task
+        completed = [run for run in lane.runs(task.id) if run.outcome is Outcome.COMPLETED]
+        assert [run.id for run in completed] == [task.completed_run_id], task.id
+        name = f"{task.id}.run-{task.completed_run_id}.terminal.committed.json"
+        record = orjson.loads((lane.home.lane_dir(BOARD) / name).read_bytes())
+        assert (record["result"], record["summary"]) == (task.result, task.summary)
+        completions = [e for e in lane.board.events(task.id) if e.kind in ("completed", "replayed")]
+        assert len(completions) == 1, task.id
+    left = [e for e in Journal(lane.home.lanes).entries() if e.kind in UNFINISHED or not e.valid]
+    assert left == []
+
+
+def test_fifty_tasks_at_concurrency_four_are_each_done_exactly_once(lane: Lane) -> None:
+    assignees = ["cli-auto", "cli-codex-low", "cli-claude-high", "cli-codex-xhigh"]
+    for index in range(50):
+        lane.add(f"task {index}", assignee=assignees[index % 4])
+    daemon = lane.start("--until-idle")
+    assert daemon.wait(timeout=240) == 0
+    assert_done_exactly_once(lane)
+    providers = {
+        orjson.loads((lane.home.lane_dir(BOARD) / f"{t.id}.json").read_bytes())["provider"]
+        for t in lane.tasks()
+    }
+    assert providers == {"codex", "claude"}
+    assert lane.live_workers() == []
+
+
+def test_chaos_twenty_kill_9s_during_a_hundred_tasks(lane: Lane) -> None:
+    """SIGKILL the daemon at random moments, restart each time: still exactly once."""
+    lane.write_config(concurrency=6)
+    for index in range(100):
+        lane.add(f"chaos {index}", body="[sim:slow:0.02:3]" if index % 3 == 0 else "")
+    rng = random.Random(20261130)
+    for _ in range(20):
+        daemon = lane.start()
+        time.sleep(rng.uniform(0.2, 1.5))
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    finished = lane.start("--until-idle")
+    assert finished.wait(timeout=300) == 0
+    assert_done_exactly_once(lane)
+    assert lane.live_workers() == []
+
+
+def test_sigterm_mid_run_exits_cleanly_and_the_run_resumes_after_restart(lane: Lane) -> None:
+    task = lane.add("slow work", body="[sim:slow:0.1:40]", assignee="cli-codex-medium")
+    daemon = lane.start()
+    lane.wait(lambda: bool(lane.live_workers()), what="the provider to start")
+    first_run = lane.board.get_task(task.id).current_run_id
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert lane.live_workers() == []
+    assert lane.board.get_task(task.id).status is Status.RUNNING  # left claimed for resume
+    state = orjson.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_bytes())
+    thread = state["sessions"]["codex"]
+    lane.write_config(shutdown_grace=30.0)
+    assert lane.start("--until-idle").wait(timeout=60) == 0
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.completed_run_id != first_run
+    reclaimed = lane.board.get_run(first_run)
+    assert reclaimed.outcome is Outcome.RECLAIMED and done.failure_count == 0
+    state = orjson.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_bytes())
+    assert state["sessions"]["codex"] == thread  # the same thread resumed
+
+
+def test_a_lost_lease_kills_the_provider_and_commits_nothing_for_that_run(lane: Lane) -> None:
+    task = lane.add("slow work", body="[sim:slow:0.1:100]", assignee="cli-claude-low")
+    daemon = lane.start()
+    lane.wait(lambda: bool(lane.live_workers()), what="the provider to start")
+    run_id = lane.board.get_task(task.id).current_run_id
+    assert run_id is not None
+    lane.board.reclaim(run_id, "another node rescued it", Outcome.EXPIRED)
+    lane.board.archive(task.id)  # keep the daemon from claiming it again
+    lane.wait(lambda: lane.live_workers() == [], timeout=30, what="the provider to be killed")
+    state_path = lane.home.lane_dir(BOARD) / f"{task.id}.json"
+    lane.wait(
+        lambda: (
+            orjson.loads(state_path.read_bytes())["attempts"][-1]["classification"] == "lease_lost"
+        ),
+        timeout=10,
+        what="the attempt to end as lease_lost",
+    )
+    names = [p.name for p in lane.home.lane_dir(BOARD).iterdir()]
+    assert not [n for n in names if f"run-{run_id}.terminal" in n]
+    assert lane.board.get_task(task.id).completed_run_id is None
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_a_reconnecting_provider_stalls_and_falls_back_freeing_its_slot(lane: Lane) -> None:
+    lane.write_config(stall_timeout=1.0, concurrency=1)
+    stuck = lane.add(
+        "offline codex", body="[sim@codex:reconnect-forever]", assignee="cli-codex-low"
+    )
+    other = lane.add("next in line", assignee="cli-claude-low")
+    assert lane.start("--until-idle").wait(timeout=60) == 0
+    assert lane.board.get_task(stuck.id).status is Status.DONE
+    assert lane.board.get_task(other.id).status is Status.DONE
+    state = orjson.loads((lane.home.lane_dir(BOARD) / f"{stuck.id}.json").read_bytes())
+    assert [a["classification"] for a in state["attempts"]] == ["stalled", "ok"]
+    assert [a["provider"] for a in state["attempts"]] == ["codex", "claude"]
+
+
+def test_every_provider_stalled_is_a_cooldown_not_a_failure(lane: Lane) -> None:
+    lane.write_config(stall_timeout=0.5, cooldown_base=30.0, cooldown_max=60.0)
+    task = lane.add("offline everywhere", body="[sim:reconnect-forever]")
+    daemon = lane.start()
+    lane.wait(lambda: lane.board.get_task(task.id).next_attempt_at is not None, what="a cooldown")
+    waiting = lane.board.get_task(task.id)
+    assert waiting.status is Status.READY and waiting.failure_count == 0
+    assert waiting.next_attempt_at is not None and waiting.next_attempt_at > time.time() + 20
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_both_providers_out_of_capacity_cool_down_then_succeed(lane: Lane) -> None:
+    lane.set_capacity({"codex": "capacity", "claude": "capacity"})
+    task = lane.add("needs capacity", assignee="cli-codex-high")
+    daemon = lane.start()
+    lane.wait(lambda: len(lane.runs(task.id)) >= 2, what="two capacity waits")
+    waiting = lane.board.get_task(task.id)
+    assert waiting.status in (Status.READY, Status.RUNNING) and waiting.failure_count == 0
+    ended = [run for run in lane.runs(task.id) if run.outcome is not None]
+    assert all(run.outcome is Outcome.RECLAIMED for run in ended)
+    assert all((run.reason or "").startswith("capacity:") for run in ended)
+    health = orjson.loads((lane.home.provider_health / "codex.json").read_bytes())
+    assert health["state"] == "unavailable"
+    lane.set_capacity({})
+    lane.wait(lambda: lane.board.get_task(task.id).status is Status.DONE, what="success")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert_done_exactly_once(lane)
+
+
+def test_a_finalization_waits_for_an_unavailable_board_then_commits(lane: Lane) -> None:
+    lane.write_config(lease_ttl=600.0)
+    task = lane.add("result while the board is away", body="[sim:slow:0.2:5]")
+    daemon = lane.start()
+    lane.wait(lambda: bool(lane.live_workers()), what="the provider to start")
+    blocker = sqlite3.connect(lane.home.board_file(BOARD), isolation_level=None, timeout=30)
+    blocker.execute("BEGIN EXCLUSIVE")  # the board refuses every write from now on
+    try:
+        pending = lane.home.lane_dir(BOARD)
+        lane.wait(
+            lambda: (
+                any(p.name.endswith("terminal.pending.json") for p in pending.iterdir())
+                or any("prepared" in p.name for p in pending.iterdir())
+            ),
+            timeout=90,
+            what="the accepted result to wait in the journal",
+        )
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+        recover = lane.cli("recover", "--json")
+        assert recover.returncode == 3, recover.stdout + recover.stderr
+        assert orjson.loads(recover.stdout)["pending_left"] >= 1
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    recover = lane.cli("recover", "--json")
+    assert recover.returncode == 0, recover.stdout + recover.stderr
+    assert lane.board.get_task(task.id).status is Status.DONE
+    assert_done_exactly_once(lane)
+
+
+@pytest.mark.parametrize("command", [("run",), ("recover",)])
+def test_a_second_daemon_or_recover_is_refused_naming_the_holder(
+    lane: Lane, command: tuple[str, ...]
+) -> None:
+    daemon = lane.start()
+    lane.wait(
+        lambda: (
+            (lane.root / "runner.lock").exists()
+            and b"daemon" in (lane.root / "runner.lock").read_bytes()
+        ),
+        what="the lock",
+    )
+    second = lane.cli(*command)
+    assert second.returncode == 1
+    assert f"pid {daemon.pid}" in second.stderr
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
