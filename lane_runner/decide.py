@@ -93,8 +93,3 @@ def _judge_result(
     if may_continue:
         return Decision(Step.CONTINUE, why)
     return Decision(Step.BLOCK, f"not done after {turn} turn(s): {why}", kind=BlockKind.NEEDS_INPUT)
-
-
-def cooldown(previous_waits: int, base: float, cap: float) -> float:
-    """Exponential capacity cooldown: base, 2×base, 4×base … capped."""
-    return float(min(cap, base * (2 ** min(previous_waits, 32))))

@@ -18,6 +18,7 @@ from typing import Any
 from journal import FinalizeOutcome
 from lane_runner import context as contexts
 from lane_runner import decide, lanestate, leftovers, workspace
+from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.router import Route, RoutingError, health
@@ -345,7 +346,7 @@ class RunExecutor:
 
     def _cooldown(self, reason: str) -> RunReport:
         waits = _recent_capacity_waits(self.board.runs(self.task.id))
-        seconds = decide.cooldown(waits, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
         self._guarded(
             self.board.reclaim,
             self.run.id,

@@ -143,4 +143,5 @@ def cooldown(waits: int, base: float = 60.0, cap: float = 3600.0) -> float:
     Exponential so an exhausted provider is not hammered, capped so a task is never
     parked for longer than an operator would tolerate.
     """
-    return min(cap, base * 2 ** max(0, waits - 1))
+    doublings = min(max(0, waits - 1), 64)  # past 64 the cap has long won; 2**n must stay a float
+    return float(min(cap, base * 2**doublings))

@@ -73,6 +73,7 @@ def test_failures_and_cooldown() -> None:
     assert not rules.gives_up(2, 3)
     assert rules.gives_up(3, 3)
     assert [rules.cooldown(n, base=10, cap=50) for n in (1, 2, 3, 4)] == [10, 20, 40, 50]
+    assert rules.cooldown(100_000, base=60, cap=3600) == 3600  # no float overflow after months
 
 
 def test_checked_task_normalises() -> None:

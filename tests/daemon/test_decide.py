@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lane_runner.board.model import BlockKind, Outcome
-from lane_runner.decide import Step, after_attempt, cooldown
+from lane_runner.decide import Step, after_attempt
 
 
 def result(
@@ -107,8 +107,3 @@ def test_no_turns_or_time_left_blocks_for_a_person(overrides: dict[str, Any]) ->
     decision = decide(structured=result(), accepted=False, verdict_reason="TODO left", **overrides)
     assert decision.step is Step.BLOCK and decision.kind is BlockKind.NEEDS_INPUT
     assert "TODO left" in decision.reason
-
-
-def test_cooldown_doubles_and_is_capped() -> None:
-    assert [cooldown(n, 60, 600) for n in range(6)] == [60, 120, 240, 480, 600, 600]
-    assert cooldown(10_000, 1, 3600) == 3600
