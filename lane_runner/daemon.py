@@ -64,6 +64,7 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = False
         self.reload_requested = False
+        self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
         self.reports: list[RunReport] = []
         self.board_cursor = 0
@@ -95,7 +96,6 @@ class Daemon:
             len(result.reclaimed),
             result.pending_left,
         )
-        self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.notifier.ready(self._status_line())
         try:
             while not self.stopping:

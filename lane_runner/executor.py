@@ -63,6 +63,30 @@ class RunExecutor:
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
+        try:
+            return self._execute()
+        except OSError as error:
+            return self._storage_failed(error)
+
+    def _storage_failed(self, error: OSError) -> RunReport:
+        """The home's disk is full or failing: not the task's fault, so not a counted failure.
+
+        Whatever was accepted is either durable in the journal (recovery commits it;
+        the run stays claimed) or was never written (the run is retried after a
+        cooldown, its provider session kept).
+        """
+        log.error(
+            "state directory error in %s/%s run %s: %s",
+            self.task.board,
+            self.task.id,
+            self.run.id,
+            error,
+        )
+        if self.s.journal.has_pending(self.task.board, self.task.id, self.run.id):
+            return self._report("pending", f"result kept in the journal despite: {error}")
+        return self._cooldown(f"state directory error: {error}")
+
+    def _execute(self) -> RunReport:
         self._save_state()
         try:
             worktree = workspace.prepare(

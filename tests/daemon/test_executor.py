@@ -1,0 +1,117 @@
+"""One run carried by the executor in-process, on real parts, with a disk that fills up."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+import pytest
+
+from journal import Journal, LinuxFS
+from lane_runner import config
+from lane_runner.board.model import NewTask, Outcome, Status
+from lane_runner.executor import RunExecutor
+from lane_runner.services import Services, build
+
+from .conftest import BOARD, Lane
+
+
+class FullDisk(LinuxFS):
+    """Every write and create fails with ENOSPC once ``full`` is set."""
+
+    full = False
+
+    def create(self, dir_fd: int, name: str) -> int:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
+        return super().create(dir_fd, name)
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(fd, data)
+
+
+@pytest.fixture
+def services(lane: Lane, monkeypatch: pytest.MonkeyPatch) -> Services:
+    monkeypatch.setenv("IS_SANDBOX", "1")
+    monkeypatch.setenv("LANE_RUNNER_SIM_CONTROL", str(lane.control))
+    built = build(config.load(lane.root, {}))
+    yield built
+    built.close()
+
+
+def claim(services: Services, lane: Lane):
+    found = services.store.board(BOARD).claim(services.node, 60, "cli-auto")
+    assert found is not None
+    return found
+
+
+def test_an_accepted_result_is_committed_with_its_route(services: Services, lane: Lane) -> None:
+    task = lane.add("in process", assignee="cli-claude-low")
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert (report.step, report.provider) == ("committed", "claude")
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.result is not None
+    assert any(c.body.startswith("route: claude/") for c in lane.board.comments(task.id))
+
+
+def test_a_full_disk_before_the_result_is_a_cooldown_not_a_failure(
+    services: Services, lane: Lane
+) -> None:
+    disk = FullDisk()
+    services.journal = Journal(lane.home.lanes, fs=disk)
+    task = lane.add("disk fills up")
+    disk.full = True
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert report.step == "cooldown" and "No space left" in report.reason
+    waiting = lane.board.get_task(task.id)
+    assert waiting.status is Status.READY and waiting.failure_count == 0
+    assert waiting.next_attempt_at is not None
+    disk.full = False
+    time.sleep(max(0.0, waiting.next_attempt_at - time.time()) + 0.05)  # cooldown_base 0.3 s
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert lane.board.get_task(task.id).status is Status.DONE
+
+
+def test_a_task_without_a_workspace_is_blocked_as_capability(
+    services: Services, lane: Lane
+) -> None:
+    task = lane.board.add_task(NewTask(title="nowhere"))
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert report.step == "block"
+    blocked = lane.board.get_task(task.id)
+    assert blocked.status is Status.BLOCKED and blocked.block_kind.value == "capability"
+    assert "--workspace" in (blocked.block_reason or "")
+
+
+def test_a_worker_that_says_blocked_blocks_for_a_person(services: Services, lane: Lane) -> None:
+    task = lane.add("needs a key", body="[sim:blocked]")
+    RunExecutor(services, claim(services, lane)).execute()
+    blocked = lane.board.get_task(task.id)
+    assert blocked.status is Status.BLOCKED and blocked.block_kind.value == "needs_input"
+
+
+def test_a_crashing_cli_is_a_counted_failure_until_the_task_gives_up(
+    services: Services, lane: Lane
+) -> None:
+    task = lane.add("always crashes", body="[sim:crash]")
+    for _ in range(3):
+        RunExecutor(services, claim(services, lane)).execute()
+    gave_up = lane.board.get_task(task.id)
+    assert gave_up.status is Status.BLOCKED and gave_up.block_kind.value == "gave_up"
+    assert all(r.outcome in (Outcome.FAILED, Outcome.BLOCKED) for r in lane.runs(task.id))
+
+
+def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the claude root guard only applies to root")
+    monkeypatch.delenv("IS_SANDBOX")
+    task = lane.add("claude lane", assignee="cli-claude-medium")
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert (report.step, report.provider) == ("committed", "codex")
+    notes = " ".join(c.body for c in lane.board.comments(task.id))
+    assert "worker_user" in notes
