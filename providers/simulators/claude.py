@@ -208,6 +208,7 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
+    play.note_start()
     invocation = parse(sys.argv[1:] if argv is None else argv)
     _check(invocation)
     Run(invocation).play()

@@ -186,6 +186,7 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
+    play.note_start()
     Run(parse(sys.argv[1:] if argv is None else argv)).play()
 
 

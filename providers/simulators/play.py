@@ -6,6 +6,10 @@ run so tests can flip capacity while a daemon runs), a ``[sim:NAME]`` or
 ``[sim:NAME:ARG]`` marker in the prompt (``[sim@codex:NAME]`` applies to one
 provider only, e.g. a capacity failure that a fallback to the other survives),
 ``LANE_RUNNER_SIM_SCENARIO``, else ``success``.
+
+``LANE_RUNNER_SIM_STARTED_LOG`` names a file each run appends one JSON line to
+at startup: when the kernel forked the process and when the simulator code began
+running (both wall-clock seconds), so benchmarks can time "ready → started".
 """
 
 from __future__ import annotations
@@ -58,6 +62,25 @@ def choose(provider: str, prompt: str) -> Scenario:
         if marker.group(1) in (None, provider):
             return _parse(f"{marker.group(2)}:{marker.group(3) or ''}")
     return _parse(os.environ.get("LANE_RUNNER_SIM_SCENARIO") or "success")
+
+
+def note_start() -> None:
+    """Append this process's start times to ``LANE_RUNNER_SIM_STARTED_LOG``, if set.
+
+    The fork time comes from ``/proc/self/stat`` (clock ticks since boot, so
+    10 ms resolution on the usual 100 Hz) because interpreter start-up would
+    otherwise count as dispatch latency.
+    """
+    target = os.environ.get("LANE_RUNNER_SIM_STARTED_LOG")
+    if not target:
+        return
+    now, since_boot = time.time(), time.clock_gettime(time.CLOCK_BOOTTIME)
+    stat = Path("/proc/self/stat").read_text()
+    ticks = int(stat.rpartition(")")[2].split()[19])
+    forked_at = now - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    line = json.dumps({"pid": os.getpid(), "forked_at": forked_at, "running_at": now})
+    with open(target, "a", encoding="utf-8") as log:
+        log.write(line + "\n")
 
 
 def pause(scale: float = 1.0) -> None:
