@@ -105,7 +105,7 @@ class RunExecutor:
         return self._work(worktree, task_context, route)
 
     def _work(self, worktree: Path, task_context: str, route: Route) -> RunReport:
-        handoff = self._handoff_for(route.provider, worktree, "")
+        handoff = self._handoff_for(route.provider, worktree, self._log_tail())
         continuation = ""
         turn = max(self.state.goal_turn, 1)
         while True:
@@ -201,6 +201,16 @@ class RunExecutor:
 
     def _note(self, text: str) -> None:
         self._guarded(self.board.comment, self.task.id, text, author=AUTHOR)
+
+    def _log_tail(self, size: int = 8192) -> str:
+        """The end of the task's provider log: what a restarted task's last provider said."""
+        path = self.s.home.log_file(self.task.board, self.task.id)
+        try:
+            with path.open("rb") as log_file:
+                log_file.seek(max(0, path.stat().st_size - size))
+                return log_file.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
 
     def _handoff_for(self, provider: str, worktree: Path, tail: str) -> str:
         """A different provider than the last one gets a handoff; the same one resumes."""
