@@ -1,0 +1,116 @@
+"""Prometheus metrics, served on an opt-in loopback port (config ``metrics_port``).
+
+One dedicated registry (never the process-global one, so tests and embedders
+see only lane-runner's series), named objects below, and helpers so each call
+site in the daemon and executor is one line. Counting costs a lock and an
+addition: the metrics exist whether or not anybody serves them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from journal import RecoveryReport
+
+LOOPBACK = "127.0.0.1"
+REGISTRY = CollectorRegistry()
+
+CLAIMS = Counter("lane_runner_claims", "Runs claimed from a board", ["board"], registry=REGISTRY)
+COMPLETIONS = Counter(
+    "lane_runner_completions", "Runs whose result the board committed", ["board"], registry=REGISTRY
+)
+RUNS_ENDED = Counter(
+    "lane_runner_runs_ended", "Runs ended, by the executor's last step", ["step"], registry=REGISTRY
+)
+BLOCKS = Counter("lane_runner_blocks", "Runs blocked, by block kind", ["kind"], registry=REGISTRY)
+FALLBACKS = Counter(
+    "lane_runner_fallbacks", "Fallbacks away from a provider", ["provider"], registry=REGISTRY
+)
+STALLS = Counter(
+    "lane_runner_stalls",
+    "Attempts killed for lack of meaningful events",
+    ["provider"],
+    registry=REGISTRY,
+)
+QUARANTINES = Counter(
+    "lane_runner_quarantines",
+    "Journal entries quarantined, by reason",
+    ["reason"],
+    registry=REGISTRY,
+)
+RECOVERIES = Counter(
+    "lane_runner_recovery_actions",
+    "Journal recovery actions, by action",
+    ["action"],
+    registry=REGISTRY,
+)
+COMMIT_SECONDS = Histogram(
+    "lane_runner_journal_commit_seconds",
+    "Finalizing one pending record: prepared evidence, board commit, settle",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+RUN_SECONDS = Histogram(
+    "lane_runner_run_duration_seconds",
+    "Claim to end of a run, by the executor's last step",
+    ["step"],
+    buckets=(1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200),
+    registry=REGISTRY,
+)
+ACTIVE_RUNS = Gauge("lane_runner_active_runs", "Runs in flight", registry=REGISTRY)
+PENDING_FINALIZATIONS = Gauge(
+    "lane_runner_pending_finalizations",
+    "Accepted results waiting for their board",
+    registry=REGISTRY,
+)
+
+
+def run_ended(board: str, step: str, seconds: float) -> None:
+    RUNS_ENDED.labels(step).inc()
+    RUN_SECONDS.labels(step).observe(seconds)
+    if step == "committed":
+        COMPLETIONS.labels(board).inc()
+
+
+def attempt_ended(provider: str, classification: str) -> None:
+    if classification == "stalled":
+        STALLS.labels(provider).inc()
+
+
+def recovered(report: RecoveryReport) -> None:
+    """Count what one journal recovery pass did, quarantines by their reason."""
+    for event in report.events:
+        RECOVERIES.labels(event.action).inc()
+        if event.action == "quarantined":
+            QUARANTINES.labels(event.reason or "untrusted").inc()
+
+
+def load(active: int, pending: int) -> None:
+    ACTIVE_RUNS.set(active)
+    PENDING_FINALIZATIONS.set(pending)
+
+
+@dataclass
+class Server:
+    """The metrics endpoint; ``port`` is the bound one (useful when asked for 0 in tests)."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve(port: int) -> Server:
+    """Serve ``/metrics`` on 127.0.0.1 only: the numbers say what the runner holds."""
+    server, thread = start_http_server(port, addr=LOOPBACK, registry=REGISTRY)
+    return Server(server, thread)
