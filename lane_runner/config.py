@@ -199,6 +199,7 @@ KEYS: tuple[Key, ...] = (
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),
     Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
     Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
+    Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 
