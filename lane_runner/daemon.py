@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lane_runner import config as configuration
-from lane_runner import recovery
+from lane_runner import logs, metrics, recovery, status
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim, Outcome
 from lane_runner.executor import RunExecutor, RunReport
@@ -65,6 +65,7 @@ class Daemon:
         self.stopping = False
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
+        self._serve_metrics()
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
         self.reports: list[RunReport] = []
         self.board_cursor = 0
@@ -76,6 +77,9 @@ class Daemon:
         }
         self.last_watchdog = 0.0
         self.pending_finalizations = 0
+        self.started_at = time.time()
+        self.publisher = status.Publisher(status.status_path(cfg.home))
+        self.metrics_server: metrics.Server | None = None
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
@@ -90,6 +94,7 @@ class Daemon:
     def _serve(self) -> int:
         self._install_signals()
         result = recovery.recover(self.services)
+        metrics.recovered(result.journal)
         self.pending_finalizations = result.pending_left
         log.info(
             "recovered: %d reclaimed, %d finalizations pending",
@@ -141,6 +146,7 @@ class Daemon:
             log.exception("daemon loop iteration failed; retrying")
             healthy = False
         self._notify(healthy, now)
+        self._publish(now)
 
     def _reap(self) -> None:
         for future in [f for f in self.workers if f.done()]:
@@ -159,6 +165,7 @@ class Daemon:
                 self._fail_crashed(claim, repr(error))
                 continue
             report = future.result()
+            metrics.run_ended(report.board, report.step, time.time() - claim.run.claimed_at)
             self.reports.append(report)
             if report.step == "pending":
                 self.pending_finalizations += 1
@@ -178,6 +185,7 @@ class Daemon:
 
     def _replay(self) -> None:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
+        metrics.recovered(report)
         self.pending_finalizations = recovery.RecoveryResult(report).pending_left
 
     def _claim(self) -> None:
@@ -209,7 +217,14 @@ class Daemon:
 
     def _submit(self, claim: Claim) -> None:
         task = claim.task
-        log.info("claimed %s/%s run %s", task.board, task.id, claim.run.id)
+        log.info(
+            "claimed %s/%s run %s",
+            task.board,
+            task.id,
+            claim.run.id,
+            extra=logs.about(task.board, task.id, claim.run.id),
+        )
+        metrics.CLAIMS.labels(task.board).inc()
         self.services.activity.start(
             task.board, task.id, claim.run.id, str(self.services.home.log_file(task.board, task.id))
         )
@@ -218,7 +233,8 @@ class Daemon:
         future.add_done_callback(lambda _: self.wake.set())
 
     def _execute(self, claim: Claim) -> RunReport:
-        return RunExecutor(self.services, claim).execute()
+        with logs.run_context(claim.task.board, claim.task.id, claim.run.id):
+            return RunExecutor(self.services, claim).execute()
 
     def _active_run_ids(self) -> set[int]:
         return {claim.run.id for claim in self.workers.values()}
@@ -257,6 +273,36 @@ class Daemon:
             self.last_watchdog = now
         self.notifier.status(self._status_line())
 
+    def _serve_metrics(self) -> None:
+        port = self.cfg.metrics_port
+        if not port:
+            return
+        try:
+            self.metrics_server = metrics.serve(port)
+        except OSError as error:
+            # Safe to go on: metrics are opt-in observability, the work matters more.
+            log.error("metrics port %s unusable, serving without metrics: %s", port, error)
+            return
+        log.info("metrics on http://%s:%d/metrics", metrics.LOOPBACK, self.metrics_server.port)
+
+    def _publish(self, now: float) -> None:
+        """Gauges every turn; ``status.json`` when it changed, at most once a second."""
+        metrics.load(len(self.workers), self.pending_finalizations)
+        if not self.publisher.due(now):
+            return
+        self.publisher.publish(
+            status.document(
+                started_at=self.started_at,
+                node=self.services.node,
+                concurrency=self.services.cfg.concurrency,
+                active=self.services.activity.snapshot(),
+                runs_finished=len(self.reports),
+                pending_finalizations=self.pending_finalizations,
+                metrics_port=self.metrics_server.port if self.metrics_server else None,
+            ),
+            now,
+        )
+
     def _status_line(self) -> str:
         return (
             f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
@@ -279,3 +325,6 @@ class Daemon:
             concurrent.futures.wait(running, timeout=max(10.0, grace))
         self._reap()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.publisher.withdraw()
+        if self.metrics_server is not None:
+            self.metrics_server.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 from journal import FinalizeOutcome
 from lane_runner import context as contexts
-from lane_runner import decide, lanestate, leftovers, workspace
+from lane_runner import decide, lanestate, leftovers, metrics, workspace
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
@@ -190,6 +190,7 @@ class RunExecutor:
 
     def _fallback(self, task_context: str, failed: Route, reason: str) -> Route:
         self.fell_back = True
+        metrics.FALLBACKS.labels(failed.provider).inc()
         route = self.s.router.fallback(task_context, failed, reason)
         self._record_route(route)
         return route
@@ -254,6 +255,7 @@ class RunExecutor:
             ended_at=time.time(), classification=classification, reason=attempt.reason[:2000]
         )
         self._save_state()
+        metrics.attempt_ended(provider, classification)
         self._record_health(provider, attempt)
         if attempt.structured is not None:
             self.s.journal.write_new_document(
@@ -367,7 +369,10 @@ class RunExecutor:
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
         )
-        outcome = self.s.journal.finalize(self.task.board, self.task.id, self.run.id, self.s.commit)
+        with metrics.COMMIT_SECONDS.time():
+            outcome = self.s.journal.finalize(
+                self.task.board, self.task.id, self.run.id, self.s.commit
+            )
         if outcome is FinalizeOutcome.PENDING:
             return self._report(
                 "pending", "the board is unavailable; recovery will commit", route.provider
@@ -375,6 +380,7 @@ class RunExecutor:
         return self._report(outcome.value, result["summary"], route.provider)
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
+        metrics.BLOCKS.labels(kind.value).inc()
         self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
         return self._report("block", reason)
 
