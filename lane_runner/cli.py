@@ -11,14 +11,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lane_runner import __version__, config
+from lane_runner import __version__, config, logs
 from lane_runner.errors import LaneRunnerError, UsageError
 
-COMMAND_MODULES = ("config_cmd", "board_cmd", "task_cmd", "run_cmd", "demo_cmd")
+COMMAND_MODULES = (
+    "config_cmd",
+    "board_cmd",
+    "task_cmd",
+    "run_cmd",
+    "demo_cmd",
+)
+DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
 log = logging.getLogger("lane_runner")
 
@@ -38,6 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="the runner's home (default: $LANE_RUNNER_HOME or the XDG data dir)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        help="stderr log lines: json (default under systemd) or text (default elsewhere)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=logs.LEVELS,
+        help="default: info for 'run', warning for every other command",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMAND_MODULES:
@@ -54,9 +72,14 @@ def load_config(args: argparse.Namespace) -> config.Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="lane-runner: %(message)s")
+    logs.setup("text", "warning")
     try:
         args = build_parser().parse_args(argv)
+        default_level = "info" if args.command in DAEMON_COMMANDS else "warning"
+        logs.setup(
+            logs.choose_format(args.log_format, os.environ, sys.stderr.isatty()),
+            args.log_level or default_level,
+        )
         result: int | None = args.handler(args)
         return result or 0
     except LaneRunnerError as error:
