@@ -42,6 +42,7 @@ from lane_runner.board.model import (
     Status,
     Task,
 )
+from lane_runner.board.rows import run_from_row, task_from_row
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name, is_valid_name
 
@@ -271,43 +272,10 @@ class SqliteBoard:
     # -- row mapping -----------------------------------------------------------
 
     def _task_row(self, row: sqlite3.Row, parents: tuple[str, ...]) -> Task:
-        return Task(
-            id=row["id"],
-            board=self.slug,
-            title=row["title"],
-            body=row["body"],
-            status=Status(row["status"]),
-            assignee=row["assignee"],
-            priority=row["priority"],
-            parents=parents,
-            workspace=row["workspace"],
-            max_runtime=row["max_runtime"],
-            goal_turns=row["goal_turns"],
-            current_run_id=row["current_run_id"],
-            completed_run_id=row["completed_run_id"],
-            next_attempt_at=row["next_attempt_at"],
-            block_reason=row["block_reason"],
-            block_kind=BlockKind(row["block_kind"]) if row["block_kind"] else None,
-            summary=row["summary"],
-            result=orjson.loads(row["result"]) if row["result"] is not None else None,
-            failure_count=row["failure_count"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+        return task_from_row(row, self.slug, parents)
 
     def _run_row(self, row: sqlite3.Row) -> Run:
-        return Run(
-            id=row["id"],
-            board=self.slug,
-            task_id=row["task_id"],
-            node=row["node"],
-            claimed_at=row["claimed_at"],
-            lease_expires_at=row["lease_expires_at"],
-            heartbeat_at=row["heartbeat_at"],
-            ended_at=row["ended_at"],
-            outcome=Outcome(row["outcome"]) if row["outcome"] else None,
-            reason=row["reason"],
-        )
+        return run_from_row(row, self.slug)
 
     @staticmethod
     def _parents(connection: sqlite3.Connection, task_id: str) -> tuple[str, ...]:

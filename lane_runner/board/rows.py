@@ -1,0 +1,56 @@
+"""Stored rows to board records, shared by every backend.
+
+Both stores keep the same columns under the same names (results and event data
+as JSON text), so one mapping serves both and a record never depends on which
+backend it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from lane_runner.board.model import BlockKind, Outcome, Run, Status, Task
+
+
+def task_from_row(row: Mapping[str, Any], board: str, parents: tuple[str, ...]) -> Task:
+    return Task(
+        id=row["id"],
+        board=board,
+        title=row["title"],
+        body=row["body"],
+        status=Status(row["status"]),
+        assignee=row["assignee"],
+        priority=row["priority"],
+        parents=parents,
+        workspace=row["workspace"],
+        max_runtime=row["max_runtime"],
+        goal_turns=row["goal_turns"],
+        current_run_id=row["current_run_id"],
+        completed_run_id=row["completed_run_id"],
+        next_attempt_at=row["next_attempt_at"],
+        block_reason=row["block_reason"],
+        block_kind=BlockKind(row["block_kind"]) if row["block_kind"] else None,
+        summary=row["summary"],
+        result=orjson.loads(row["result"]) if row["result"] is not None else None,
+        failure_count=row["failure_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def run_from_row(row: Mapping[str, Any], board: str) -> Run:
+    return Run(
+        id=row["id"],
+        board=board,
+        task_id=row["task_id"],
+        node=row["node"],
+        claimed_at=row["claimed_at"],
+        lease_expires_at=row["lease_expires_at"],
+        heartbeat_at=row["heartbeat_at"],
+        ended_at=row["ended_at"],
+        outcome=Outcome(row["outcome"]) if row["outcome"] else None,
+        reason=row["reason"],
+    )
