@@ -39,3 +39,20 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     print(table(headers, rows))
+
+
+def duration(seconds: float | None) -> str | None:
+    """A span for people: ``45s``, ``12m05s``, ``3h20m``, ``2d04h``."""
+    if seconds is None:
+        return None
+    whole = max(0, int(seconds))
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
