@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "task_cmd",
     "run_cmd",
     "demo_cmd",
+    "journal_cmd",
 )
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
