@@ -1,0 +1,186 @@
+"""``lane-runner status``: is a daemon running, what is it doing, and what waits.
+
+The daemon's own view comes from ``status.json`` and is believed only while
+the home lock is held by the pid that wrote it (``status.judge``). Board counts,
+provider health and pending finalizations are read directly, so they are
+right even when no daemon runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import closing
+from dataclasses import asdict
+from typing import Any
+
+from journal import Journal
+from lane_runner import inspection, lock, status
+from lane_runner.board import open_store
+from lane_runner.board.base import BoardError
+from lane_runner.cli import add_json_flag, load_config
+from lane_runner.config import Config
+from lane_runner.home import Home
+from lane_runner.output import duration, print_json, print_table, timestamp
+from lane_runner.router import health
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "status", help="daemon, active runs, provider health, board counts, pending results"
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=show_status)
+
+
+def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
+    counts: dict[str, dict[str, Any]] = {}
+    with closing(open_store(cfg)) as store:
+        for slug in store.board_slugs():
+            try:
+                counts[slug] = {"counts": store.board(slug).counts(), "error": None}
+            except BoardError as error:
+                counts[slug] = {"counts": {}, "error": str(error)}
+    return counts
+
+
+def _pending(home: Home) -> list[dict[str, Any]]:
+    """Accepted results not yet on their board: pending, prepared and staged records."""
+    return [
+        {"board": e.board, "task_id": e.task_id, "run_id": e.run_id, "state": e.kind}
+        for e in Journal(home.lanes).entries()
+        if e.kind in inspection.UNFINISHED
+    ]
+
+
+def collect(cfg: Config, now: float) -> dict[str, Any]:
+    home = Home(cfg.home)
+    view = status.judge(
+        lock.holder(home.lock_file),
+        lock.read_holder(home.lock_file),
+        status.read(status.status_path(home.root)),
+    )
+    published = view.published or {}
+    active = [
+        {**run, "runtime_seconds": round(now - run["started_at"], 3)}
+        for run in published.get("active", [])
+    ]
+    return {
+        "home": str(home.root),
+        "daemon": {
+            "state": view.state.value,
+            "pid": view.pid,
+            "since": timestamp(view.since),
+            "detail": view.detail,
+            "concurrency": published.get("concurrency"),
+            "runs_finished": published.get("runs_finished"),
+            "metrics_port": published.get("metrics_port"),
+            "published_at": timestamp(published.get("published_at")),
+        },
+        "active": active,
+        "providers": [
+            {**asdict(h), "fresh": h.fresh(now)} for h in health.read_all(home.provider_health)
+        ],
+        "boards": _board_counts(cfg),
+        "pending_finalizations": _pending(home),
+    }
+
+
+def show_status(args: argparse.Namespace) -> int:
+    now = time.time()
+    document = collect(load_config(args), now)
+    if args.json:
+        print_json(document)
+    else:
+        _print(document, now)
+    return 0
+
+
+def _ago(now: float, at: float | None) -> str | None:
+    return None if at is None else f"{duration(now - at)} ago"
+
+
+def _print(document: dict[str, Any], now: float) -> None:
+    daemon = document["daemon"]
+    line = f"daemon: {daemon['state']}"
+    if daemon["pid"] is not None:
+        line += f" (pid {daemon['pid']}, since {daemon['since']})"
+    print(f"{line}: {daemon['detail']}")
+    if daemon["state"] == status.DaemonState.RUNNING:
+        print(
+            f"slots: {len(document['active'])}/{daemon['concurrency']} busy, "
+            f"{daemon['runs_finished']} runs finished"
+            + (f", metrics on 127.0.0.1:{daemon['metrics_port']}" if daemon["metrics_port"] else "")
+        )
+    if document["active"]:
+        print()
+        print_table(
+            (
+                "board",
+                "task",
+                "run",
+                "provider",
+                "model",
+                "effort",
+                "runtime",
+                "heartbeat",
+                "last event",
+                "log",
+            ),
+            [
+                (
+                    run["board"],
+                    run["task_id"],
+                    run["run_id"],
+                    run["provider"],
+                    run["model"],
+                    run["effort"],
+                    duration(run["runtime_seconds"]),
+                    _ago(now, run["last_heartbeat_at"]),
+                    _ago(now, run["last_event_at"]),
+                    run["log_path"],
+                )
+                for run in document["active"]
+            ],
+        )
+    print()
+    providers = document["providers"]
+    if providers:
+        print_table(
+            ("provider", "state", "fresh", "checked", "reason"),
+            [
+                (
+                    p["provider"],
+                    p["state"],
+                    "yes" if p["fresh"] else "no",
+                    _ago(now, p["checked_at"]),
+                    p["reason"],
+                )
+                for p in providers
+            ],
+        )
+    else:
+        print("providers: no health recorded (no capacity or auth failure seen)")
+    print()
+    boards = document["boards"]
+    statuses = sorted({name for board in boards.values() for name in board["counts"]})
+    if boards:
+        print_table(
+            ("board", *statuses, "error"),
+            [
+                (slug, *(board["counts"].get(name, 0) for name in statuses), board["error"])
+                for slug, board in boards.items()
+            ],
+        )
+    else:
+        print("boards: none")
+    pending = document["pending_finalizations"]
+    print()
+    if pending:
+        print(f"{len(pending)} finalization(s) pending:")
+        print_table(
+            ("board", "task", "run", "state"),
+            [(p["board"], p["task_id"], p["run_id"], p["state"]) for p in pending],
+        )
+    else:
+        print("no finalizations pending")
