@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "run_cmd",
     "demo_cmd",
     "journal_cmd",
+    "status_cmd",
 )
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
