@@ -1,0 +1,321 @@
+"""``doctor``'s checks: is this machine fit to run lane-runner? Each says pass, warn or fail.
+
+Every check is a short function returning a ``Check`` with a one-line fix; the
+verdicts that need no I/O (levels, modes, disk, parser output) are pure and
+tested directly.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from journal import LinuxFS
+from lane_runner.board import open_store
+from lane_runner.board.base import BoardError
+from lane_runner.config import Config
+from lane_runner.errors import LaneRunnerError
+from lane_runner.home import Home
+from lane_runner.names import PROVIDERS
+from lane_runner.notify import Notifier
+from lane_runner.router import RoutingError, make_router
+from lane_runner.services import resolve_binaries
+from providers import ProviderRequest, claude_root_refusal
+from providers import claude as claude_adapter
+from providers import codex as codex_adapter
+
+PROBE_TIMEOUT = 15.0
+MIN_FREE_BYTES = 1 << 30
+PROBE_MODEL = "lane-runner-doctor-probe"
+UNKNOWN_OPTION = (
+    "unknown option",
+    "unexpected argument",
+    "unrecognized option",
+    "unrecognized arguments",
+)
+
+
+class Level(enum.IntEnum):
+    PASS = 0
+    WARN = 1
+    FAIL = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    level: Level
+    detail: str
+    fix: str = ""
+
+
+def worst(checks: list[Check]) -> Level:
+    return max((check.level for check in checks), default=Level.PASS)
+
+
+def exit_status(checks: list[Check], strict: bool) -> int:
+    """0 unless a check failed (or, with ``strict``, warned): then 1."""
+    bar = Level.WARN if strict else Level.FAIL
+    return 1 if worst(checks) >= bar else 0
+
+
+# -- pure verdicts ---------------------------------------------------------------
+
+
+def parser_verdict(provider: str, output: str) -> Check:
+    """The CLI's answer to the runner's argv plus ``--help``: any unknown option is fatal."""
+    name = f"{provider} argv"
+    lowered = output.lower()
+    for marker in UNKNOWN_OPTION:
+        if marker in lowered:
+            line = next(x for x in output.splitlines() if marker in x.lower())
+            return Check(
+                name,
+                Level.FAIL,
+                f"the CLI rejects the runner's argv: {line.strip()}",
+                f"upgrade {provider} to a version that accepts these options",
+            )
+    return Check(name, Level.PASS, "the CLI's parser accepts the runner's argv")
+
+
+def mode_verdict(path: Path, st: os.stat_result, euid: int) -> Check:
+    name = f"home {path}"
+    if st.st_uid != euid:
+        return Check(
+            name,
+            Level.FAIL,
+            f"owned by uid {st.st_uid}, not this user ({euid})",
+            f"chown -R {euid} {path}",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return Check(
+            name,
+            Level.WARN,
+            f"mode {stat.S_IMODE(st.st_mode):04o} lets others in",
+            f"chmod 0700 {path}",
+        )
+    return Check(name, Level.PASS, "owned by this user, mode 0700")
+
+
+def disk_verdict(path: Path, free: int) -> Check:
+    detail = f"{free / (1 << 30):.1f} GiB free"
+    if free < MIN_FREE_BYTES // 4:
+        return Check("free disk", Level.FAIL, detail, f"free space on the filesystem of {path}")
+    if free < MIN_FREE_BYTES:
+        return Check("free disk", Level.WARN, detail, f"free space on the filesystem of {path}")
+    return Check("free disk", Level.PASS, detail)
+
+
+def root_verdict(refusal: str | None) -> Check:
+    if refusal is None:
+        return Check("claude as root", Level.PASS, "not root, a worker user, or a declared sandbox")
+    return Check(
+        "claude as root",
+        Level.FAIL,
+        "claude lanes will refuse to start as root",
+        "set worker_user to an unprivileged user (or IS_SANDBOX=1 on a throwaway host)",
+    )
+
+
+# -- checks with effects -----------------------------------------------------------
+
+
+def _run(argv: list[str], cwd: Path) -> str:
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return f"no answer within {PROBE_TIMEOUT:g} s"
+    except OSError as error:
+        return f"cannot run: {error}"
+    return (done.stdout + "\n" + done.stderr).strip()
+
+
+def runner_argv(provider: str, executable: Path, scratch: Path) -> list[str]:
+    """What the runner would run for a fresh attempt, with a bogus model and ``--help``."""
+    request = ProviderRequest(
+        provider=provider,
+        executable=executable,
+        model=PROBE_MODEL,
+        effort="low",
+        prompt="",
+        workspace=scratch,
+        schema_path=scratch / "schema.json",
+        result_file=scratch / "result.json",
+        session_id=None,
+        resume=False,
+        log_path=scratch / "log",
+        env={},
+        deadline=0.0,
+    )
+    if provider == "codex":
+        argv = codex_adapter.argv(request, thread_id=None, result_file=request.result_file)
+    else:
+        argv = claude_adapter.argv(
+            request,
+            session_id="00000000-0000-4000-8000-000000000000",
+            resume=False,
+            schema_text="{}",
+        )
+    return [*argv, "--help"]
+
+
+def cli_checks(cfg: Config, home: Home) -> list[Check]:
+    try:
+        binaries = resolve_binaries(cfg, home)
+    except LaneRunnerError as error:
+        return [Check("CLIs", Level.FAIL, str(error), "fix codex_bin / claude_bin")]
+    found = [p for p in PROVIDERS if binaries.get(p) is not None]
+    checks: list[Check] = []
+    for provider in PROVIDERS:
+        executable = binaries.get(provider)
+        if executable is None:
+            level = Level.WARN if found else Level.FAIL
+            checks.append(
+                Check(
+                    f"{provider} CLI",
+                    level,
+                    "not found on PATH",
+                    f"install {provider} or set {provider}_bin",
+                )
+            )
+        elif cfg.simulate:
+            checks.append(Check(f"{provider} CLI", Level.PASS, f"simulated ({executable})"))
+        else:
+            checks.extend(_probe(provider, executable))
+    return checks
+
+
+def _probe(provider: str, executable: Path) -> list[Check]:
+    with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
+        version = _run([str(executable), "--version"], Path(scratch)).splitlines()
+        parsed = _run(runner_argv(provider, executable, Path(scratch)), Path(scratch))
+    return [
+        Check(f"{provider} CLI", Level.PASS, f"{executable}: {version[0] if version else '?'}"),
+        parser_verdict(provider, parsed),
+    ]
+
+
+def home_checks(cfg: Config, home: Home) -> list[Check]:
+    try:
+        st = os.stat(home.root)
+    except FileNotFoundError:
+        return [
+            Check(
+                f"home {home.root}",
+                Level.WARN,
+                "does not exist yet",
+                "run 'lane-runner board create NAME' or start the daemon once",
+            )
+        ]
+    checks = [mode_verdict(home.root, st, os.geteuid())]
+    checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
+    checks.append(_noreplace(home))
+    return checks
+
+
+def _noreplace(home: Home) -> Check:
+    fs = LinuxFS()
+    try:
+        fd = fs.open_root(home.lanes)
+    except OSError as error:
+        return Check(
+            "rename-no-replace",
+            Level.WARN,
+            f"cannot open {home.lanes}: {error}",
+            "start the daemon once to create it",
+        )
+    try:
+        method = fs.noreplace_method(fd)
+    finally:
+        fs.close(fd)
+    if method == "renameat2":
+        return Check("rename-no-replace", Level.PASS, "renameat2(RENAME_NOREPLACE)")
+    return Check(
+        "rename-no-replace",
+        Level.WARN,
+        "falls back to link + unlink (same guarantee)",
+        "a filesystem with RENAME_NOREPLACE (ext4, xfs, btrfs, tmpfs) saves a syscall",
+    )
+
+
+def board_checks(cfg: Config) -> list[Check]:
+    try:
+        store = open_store(cfg)
+    except LaneRunnerError as error:
+        return [Check("board store", Level.FAIL, str(error), "fix board_url")]
+    checks = []
+    try:
+        for slug in store.board_slugs():
+            try:
+                store.board(slug).counts()
+            except BoardError as error:
+                checks.append(
+                    Check(
+                        f"board {slug}",
+                        Level.FAIL,
+                        str(error),
+                        "restore the board file or move it aside",
+                    )
+                )
+            else:
+                checks.append(Check(f"board {slug}", Level.PASS, "opens and reads"))
+    finally:
+        store.close()
+    return checks
+
+
+def router_check(cfg: Config) -> list[Check]:
+    if not cfg.router_url:
+        return []
+    router = make_router(cfg)
+    try:
+        route = router.route("lane-runner doctor: test route", "cli-auto", None, None)
+    except RoutingError as error:
+        return [Check("router", Level.FAIL, str(error), f"check router_url {cfg.router_url}")]
+    finally:
+        router.close()
+    return [Check("router", Level.PASS, f"test route: {route.describe()}")]
+
+
+def notify_check(notifier: Notifier) -> list[Check]:
+    if not notifier.enabled:
+        return []
+    if notifier.send("STATUS=lane-runner doctor"):
+        return [Check("systemd notify", Level.PASS, "NOTIFY_SOCKET accepts messages")]
+    return [
+        Check(
+            "systemd notify",
+            Level.FAIL,
+            "NOTIFY_SOCKET does not accept messages",
+            "check the unit's NotifyAccess= and the socket's permissions",
+        )
+    ]
+
+
+def run_all(cfg: Config) -> list[Check]:
+    home = Home(cfg.home)
+    return [
+        *cli_checks(cfg, home),
+        root_verdict(claude_root_refusal(cfg.worker_user)),
+        *home_checks(cfg, home),
+        *board_checks(cfg),
+        *router_check(cfg),
+        *notify_check(Notifier()),
+    ]
