@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "demo_cmd",
     "journal_cmd",
     "status_cmd",
+    "doctor_cmd",
 )
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
