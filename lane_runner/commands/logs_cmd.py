@@ -1,0 +1,107 @@
+"""``lane-runner logs TASK``: the task's provider log, for people (or raw), optionally followed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from lane_runner import transcript
+from lane_runner.cli import load_config
+from lane_runner.errors import NotFound, UsageError
+from lane_runner.home import Home
+from lane_runner.names import check_name
+
+FOLLOW_POLL = 0.2
+KEPT_PARTS = 9  # more than the rotation keeps: every rotated part present is shown
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("logs", help="a task's provider log, rendered for people")
+    parser.add_argument("task", help="the task id")
+    parser.add_argument("--board", help="the board (needed when several have this task's log)")
+    parser.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    parser.add_argument("--raw", action="store_true", help="the bytes as the CLI wrote them")
+    parser.set_defaults(handler=show_logs)
+
+
+def log_path(home: Home, task: str, board: str | None) -> Path:
+    if board is not None:
+        path = home.log_file(board, task)
+        if not path.exists():
+            raise NotFound(f"no log for task {task!r} on board {board!r} ({path})")
+        return path
+    logs = home.root / "logs"
+    pattern = f"*/{check_name('task id', task)}.log"
+    found = sorted(logs.glob(pattern)) if logs.is_dir() else []
+    if not found:
+        raise NotFound(f"no log for task {task!r} under {logs}")
+    if len(found) > 1:
+        boards = ", ".join(path.parent.name for path in found)
+        raise UsageError(f"task {task!r} has logs on several boards ({boards}); pass --board")
+    return found[0]
+
+
+def parts(path: Path) -> list[Path]:
+    """Rotated parts oldest first (``.N`` … ``.1``), then the live file."""
+    rotated = [path.with_name(f"{path.name}.{n}") for n in range(KEPT_PARTS, 0, -1)]
+    return [part for part in (*rotated, path) if part.exists()]
+
+
+def _emit(data: bytes, raw: bool) -> None:
+    if raw:
+        sys.stdout.buffer.write(data)
+    else:
+        for line in data.decode("utf-8", "replace").splitlines():
+            shown = transcript.render(line)
+            if shown is not None:
+                sys.stdout.write(shown + "\n")
+    sys.stdout.flush()
+
+
+def _complete_lines(handle: BinaryIO, carry: bytes) -> tuple[bytes, bytes]:
+    """What was appended, cut at the last newline (the rest waits for its end)."""
+    data = carry + handle.read()
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], data[cut:]
+
+
+def _follow(path: Path, raw: bool) -> Iterator[None]:
+    """Print what is appended; a rotation (new inode) reopens the new live file."""
+    handle = path.open("rb")
+    handle.seek(0, os.SEEK_END)
+    carry = b""
+    try:
+        while True:
+            data, carry = _complete_lines(handle, carry)
+            if data:
+                _emit(data, raw)
+            try:
+                rotated = os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                rotated = False
+            if rotated:
+                handle.close()
+                handle = path.open("rb")
+            yield
+            time.sleep(FOLLOW_POLL)
+    finally:
+        handle.close()
+
+
+def show_logs(args: argparse.Namespace) -> int:
+    home = Home(load_config(args).home)
+    path = log_path(home, args.task, args.board)
+    for part in parts(path):
+        _emit(part.read_bytes(), args.raw)
+    if args.follow:
+        try:
+            for _ in _follow(path, args.raw):
+                pass
+        except KeyboardInterrupt:
+            return 0
+    return 0
