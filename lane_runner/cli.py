@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "journal_cmd",
     "status_cmd",
     "doctor_cmd",
+    "logs_cmd",
 )
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
