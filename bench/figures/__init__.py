@@ -1,0 +1,1 @@
+"""One module per benchmark figure; each ``measure(scale, workdir) -> Figure``."""

@@ -1,0 +1,23 @@
+"""The Huey peer: one task doing the same work as a lane-runner run, on Huey's SQLite storage.
+
+The consumer runs ``huey_consumer bench.huey_app.huey``; the database file comes
+from ``BENCH_HUEY_DB`` so producer and consumer share it. Huey's defaults are
+kept (its SQLite storage, WAL, no per-commit fsync), and the return value is
+stored as the task's result, which is how Huey keeps results.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from huey import SqliteHuey
+
+from bench.work import TaskSpec, run_cli_task
+
+huey = SqliteHuey("bench", filename=os.environ.get("BENCH_HUEY_DB", "huey-bench.db"))
+
+
+@huey.task()
+def cli_task(spec: TaskSpec) -> dict[str, Any]:
+    return run_cli_task(spec)

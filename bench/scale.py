@@ -1,0 +1,52 @@
+"""How big each benchmark is: the full run (~15 min on 2 cores) and a seconds-long smoke run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    dispatch_samples: int
+    poll_samples: int
+    poll_interval: float
+    concurrencies: tuple[int, ...]
+    tasks_per_run: int
+    journal_commits: int
+    recovery_sizes: tuple[int, int]
+    stream_bytes: int
+    idle_seconds: float
+    unrelated_processes: int
+    supervised_runs: int
+
+
+FULL = Scale(
+    name="full",
+    dispatch_samples=40,
+    poll_samples=12,
+    poll_interval=5.0,
+    concurrencies=(1, 4, 8),
+    tasks_per_run=32,
+    journal_commits=200,
+    recovery_sizes=(1_000, 10_000),
+    stream_bytes=1 << 30,
+    idle_seconds=60.0,
+    unrelated_processes=5_000,
+    supervised_runs=12,
+)
+
+SMOKE = Scale(
+    name="smoke",
+    dispatch_samples=3,
+    poll_samples=2,
+    poll_interval=0.5,
+    concurrencies=(1, 2),
+    tasks_per_run=3,
+    journal_commits=5,
+    recovery_sizes=(10, 50),
+    stream_bytes=4 << 20,
+    idle_seconds=1.0,
+    unrelated_processes=20,
+    supervised_runs=2,
+)
