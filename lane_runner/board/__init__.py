@@ -5,14 +5,30 @@ from __future__ import annotations
 from lane_runner.board.base import Store
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.config import Config
-from lane_runner.errors import LaneRunnerError
+from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def open_store(cfg: Config) -> Store:
     """The embedded SQLite store under the home, or the shared one named by ``board_url``."""
-    if cfg.board_url:
-        raise LaneRunnerError(
-            "PostgreSQL backend not built yet; unset board_url to use the embedded board"
+    url = cfg.board_url
+    if not url:
+        return SqliteStore(Home(cfg.home).boards, failure_limit=cfg.failure_limit)
+    if not url.startswith(POSTGRES_SCHEMES):
+        raise UsageError(
+            "board_url must start with postgresql:// (a shared PostgreSQL board); "
+            "unset it to use the embedded board"
         )
-    return SqliteStore(Home(cfg.home).boards, failure_limit=cfg.failure_limit)
+    try:
+        # Imported here: psycopg is an optional extra that SQLite users never install.
+        from lane_runner.board.postgres import PostgresStore
+    except ImportError as error:
+        if not (error.name or "").startswith("psycopg"):
+            raise
+        raise LaneRunnerError(
+            f"board_url names a PostgreSQL board but {error.name} is not installed: "
+            "pip install 'lane-runner[postgres]'"
+        ) from error
+    return PostgresStore(url, failure_limit=cfg.failure_limit)

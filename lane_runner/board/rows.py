@@ -7,15 +7,20 @@ backend it came from.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from lane_runner.board.model import BlockKind, Outcome, Run, Status, Task
 
 
-def task_from_row(row: Mapping[str, Any], board: str, parents: tuple[str, ...]) -> Task:
+class Row(Protocol):
+    """A stored row read by column name (``sqlite3.Row``, psycopg's dict rows)."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+def task_from_row(row: Row, board: str, parents: tuple[str, ...]) -> Task:
     return Task(
         id=row["id"],
         board=board,
@@ -41,7 +46,7 @@ def task_from_row(row: Mapping[str, Any], board: str, parents: tuple[str, ...]) 
     )
 
 
-def run_from_row(row: Mapping[str, Any], board: str) -> Run:
+def run_from_row(row: Row, board: str) -> Run:
     return Run(
         id=row["id"],
         board=board,

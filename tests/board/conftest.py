@@ -1,5 +1,5 @@
-"""Board fixtures. ``store`` is parametrised by backend so the PostgreSQL backend
-joins the same contract suite by adding one entry to ``BACKENDS``."""
+"""Board fixtures. ``store`` is parametrised by backend: every backend in
+``BACKENDS`` runs the same contract suite."""
 
 from __future__ import annotations
 
@@ -27,11 +27,26 @@ class Clock:
         self.now += seconds
 
 
-def _sqlite(tmp_path: Path, clock: Clock) -> Store:
-    return SqliteStore(tmp_path / "boards", failure_limit=FAILURE_LIMIT, clock=clock)
+StoreOpener = Callable[[], Store]
 
 
-BACKENDS: dict[str, Callable[[Path, Clock], Store]] = {"sqlite": _sqlite}
+def _sqlite(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
+    boards: Path = request.getfixturevalue("tmp_path") / "boards"
+    return lambda: SqliteStore(boards, failure_limit=FAILURE_LIMIT, clock=clock)
+
+
+def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
+    from lane_runner.board.postgres import PostgresStore
+
+    url: str = request.getfixturevalue("postgres_database")
+    return lambda: PostgresStore(url, failure_limit=FAILURE_LIMIT, clock=clock)
+
+
+# name -> how to open stores that share one location (several stores = several runners)
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Clock], StoreOpener]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
 
 
 @pytest.fixture
@@ -40,14 +55,13 @@ def clock() -> Clock:
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def open_store(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
-) -> Iterator[Callable[[], Store]]:
+def open_store(request: pytest.FixtureRequest, clock: Clock) -> Iterator[StoreOpener]:
     """Opens a store on the same backend and location; several stores act as several runners."""
+    opener = BACKENDS[request.param](request, clock)
     opened: list[Store] = []
 
     def factory() -> Store:
-        store = BACKENDS[request.param](tmp_path, clock)
+        store = opener()
         opened.append(store)
         return store
 

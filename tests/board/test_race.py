@@ -1,11 +1,15 @@
-"""Eight runner processes claiming from one board: every task exactly once."""
+"""Eight runner processes claiming from one board: every task exactly once, on every backend."""
 
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 from threading import Barrier
 
+import pytest
+
+from lane_runner.board.base import Store
 from lane_runner.board.model import NewTask, Status
 from lane_runner.board.sqlite import SqliteStore
 
@@ -13,9 +17,21 @@ RUNNERS = 8
 TASKS = 500
 
 
-def claim_until_empty(boards: str, node: str, start: Barrier) -> None:
+def _postgres(url: str) -> Store:
+    from lane_runner.board.postgres import PostgresStore
+
+    return PostgresStore(url, pool_size=1)
+
+
+OPENERS: dict[str, Callable[[str], Store]] = {
+    "sqlite": lambda boards: SqliteStore(Path(boards)),
+    "postgres": _postgres,
+}
+
+
+def claim_until_empty(backend: str, location: str, node: str, start: Barrier) -> None:
     """One runner: its own store and connection, claiming until nothing is left."""
-    store = SqliteStore(Path(boards))
+    store = OPENERS[backend](location)
     try:
         board = store.board("race")
         start.wait()
@@ -25,15 +41,25 @@ def claim_until_empty(boards: str, node: str, start: Barrier) -> None:
         store.close()
 
 
-def test_every_task_is_claimed_exactly_once(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "boards")
-    board = store.create_board("race")
+@pytest.fixture(params=sorted(OPENERS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """The backend's name and where its boards live (a directory or a database URL)."""
+    if request.param == "postgres":
+        return request.param, request.getfixturevalue("postgres_database")
+    return request.param, str(tmp_path / "boards")
+
+
+def test_every_task_is_claimed_exactly_once(backend: tuple[str, str]) -> None:
+    name, location = backend
+    setup = OPENERS[name](location)
+    board = setup.create_board("race")
     for index in range(TASKS):
         board.add_task(NewTask(title=f"task {index}", id=f"t{index:03d}"))
+    setup.close()  # no connection or pool thread crosses the fork
     context = multiprocessing.get_context("fork")
     start = context.Barrier(RUNNERS)  # all runners open their store, then race
     runners = [
-        context.Process(target=claim_until_empty, args=(str(tmp_path / "boards"), f"n{i}", start))
+        context.Process(target=claim_until_empty, args=(name, location, f"n{i}", start))
         for i in range(RUNNERS)
     ]
     for runner in runners:
@@ -42,6 +68,8 @@ def test_every_task_is_claimed_exactly_once(tmp_path: Path) -> None:
         runner.join(timeout=240)
         assert runner.exitcode == 0
 
+    store = OPENERS[name](location)
+    board = store.board("race")
     tasks = board.list_tasks()
     assert {task.status for task in tasks} == {Status.RUNNING}
     runs = [run for task in tasks for run in board.runs(task.id)]

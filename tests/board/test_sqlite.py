@@ -15,7 +15,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Status
 from lane_runner.board.sqlite import SCHEMA_VERSION, SqliteStore
 from lane_runner.config import load
-from lane_runner.errors import LaneRunnerError
+from lane_runner.errors import UsageError
 
 
 @pytest.fixture
@@ -163,5 +163,5 @@ def test_open_store_follows_config(tmp_path: Path) -> None:
     finally:
         opened.close()
     assert (tmp_path / "boards" / "main.db").is_file()
-    with pytest.raises(LaneRunnerError, match="PostgreSQL backend not built yet"):
-        open_store(cfg.replace(board_url="postgresql://localhost/lanes"))
+    with pytest.raises(UsageError, match="postgresql://"):
+        open_store(cfg.replace(board_url="mysql://localhost/lanes"))

@@ -1,0 +1,43 @@
+"""Fixtures every test folder may use: a fresh PostgreSQL database per test.
+
+The server is the machine's (``.ci/run`` starts it); ``LANE_RUNNER_TEST_POSTGRES``
+names another one. Each test gets its own database, dropped afterwards, so tests
+never see each other's boards. Without a reachable server the test is skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+ADMIN_URL = os.environ.get(
+    "LANE_RUNNER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def database_url(name: str) -> str:
+    """``ADMIN_URL`` with its database replaced by ``name``."""
+    base, _, _ = ADMIN_URL.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """The URL of a new, empty database on the test server."""
+    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    try:
+        admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        pytest.skip(f"no PostgreSQL server at {ADMIN_URL} ({error}); .ci/run starts one")
+    name = f"lr_test_{secrets.token_hex(6)}"
+    with admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield database_url(name)
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=10) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
