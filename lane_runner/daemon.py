@@ -65,7 +65,6 @@ class Daemon:
         self.stopping = False
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
-        self._serve_metrics()
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
         self.reports: list[RunReport] = []
         self.board_cursor = 0
@@ -101,6 +100,7 @@ class Daemon:
             len(result.reclaimed),
             result.pending_left,
         )
+        self._serve_metrics()
         self.notifier.ready(self._status_line())
         try:
             while not self.stopping:
