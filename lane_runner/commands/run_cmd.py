@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lane_runner import recovery
+from lane_runner.board.base import BoardUnavailable
 from lane_runner.cli import add_json_flag, load_config
 from lane_runner.daemon import Daemon
 from lane_runner.lock import HomeLock
@@ -31,12 +32,16 @@ def register(subparsers: Any) -> None:
 
 
 def _idle(daemon: Daemon) -> bool:
+    """Nothing ready or running anywhere; a board we cannot read might still have work."""
     if daemon.workers or daemon.pending_finalizations:
         return False
-    for slug in daemon.services.store.board_slugs():
-        counts = daemon.services.store.board(slug).counts()
-        if counts.get("ready", 0) or counts.get("running", 0):
-            return False
+    try:
+        for slug in daemon.services.store.board_slugs():
+            counts = daemon.services.store.board(slug).counts()
+            if counts.get("ready", 0) or counts.get("running", 0):
+                return False
+    except BoardUnavailable:
+        return False
     return True
 
 
