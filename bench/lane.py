@@ -79,7 +79,10 @@ class Lane:
         argv += ["--", "--home", str(self.root), "run"]
         log = (self.root / "daemon.log").open("ab")
         self.daemon = subprocess.Popen(
-            argv, env=sim_environ(self.root, self.started_log), stdout=log, stderr=log,
+            argv,
+            env=sim_environ(self.root, self.started_log),
+            stdout=log,
+            stderr=log,
             cwd=REPO_ROOT,
         )
         self.wait(lambda: "recovered" in self.log_text(), 60, "the daemon to finish recovery")
@@ -122,7 +125,9 @@ class Lane:
         deadline = time.monotonic() + timeout
         while not condition():
             if self.daemon is not None and self.daemon.poll() is not None:
-                raise RuntimeError(f"daemon exited while waiting for {what}:\n{self.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"daemon exited while waiting for {what}:\n{self.log_text()[-3000:]}"
+                )
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}:\n{self.log_text()[-3000:]}")
             time.sleep(0.005)

@@ -32,9 +32,14 @@ def main() -> None:
     reading = Reading()
     task_log = TaskLog(log_path, LOG_ROTATE_BYTES)
     supervisor = Supervisor(
-        ["cat", str(source)], cwd=source.parent, env={"PATH": "/usr/bin:/bin"}, stdin=b"",
-        task_log=task_log, limits=Limits(deadline=time.monotonic() + 3600),
-        on_event=lambda event: codex.observe(reading, event), heartbeat=lambda: True,
+        ["cat", str(source)],
+        cwd=source.parent,
+        env={"PATH": "/usr/bin:/bin"},
+        stdin=b"",
+        task_log=task_log,
+        limits=Limits(deadline=time.monotonic() + 3600),
+        on_event=lambda event: codex.observe(reading, event),
+        heartbeat=lambda: True,
     )
     rss_before = status_bytes("VmRSS")
     start = time.perf_counter()
@@ -43,8 +48,11 @@ def main() -> None:
     task_log.close()
     if ended.exit_status != 0:
         raise SystemExit(f"cat ended with {ended}")
-    print(json.dumps({"seconds": seconds, "rss_before": rss_before,
-                      "peak_rss": status_bytes("VmHWM")}))
+    print(
+        json.dumps(
+            {"seconds": seconds, "rss_before": rss_before, "peak_rss": status_bytes("VmHWM")}
+        )
+    )
 
 
 if __name__ == "__main__":

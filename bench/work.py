@@ -33,16 +33,34 @@ def run_cli_task(spec: TaskSpec) -> dict[str, Any]:
     with _WORKTREE_LOCK:
         subprocess.run(
             ["git", "worktree", "add", "-q", "-b", spec["branch"], spec["worktree"]],
-            cwd=spec["repo"], check=True, capture_output=True,
+            cwd=spec["repo"],
+            check=True,
+            capture_output=True,
         )
     argv = [
-        spec["codex"], "--dangerously-bypass-approvals-and-sandbox", "exec", "--json",
-        "-m", "bench", "-c", 'model_reasoning_effort="low"', "--output-schema", spec["schema"],
-        "-o", spec["result_file"], "-C", spec["worktree"], "-",
+        spec["codex"],
+        "--dangerously-bypass-approvals-and-sandbox",
+        "exec",
+        "--json",
+        "-m",
+        "bench",
+        "-c",
+        'model_reasoning_effort="low"',
+        "--output-schema",
+        spec["schema"],
+        "-o",
+        spec["result_file"],
+        "-C",
+        spec["worktree"],
+        "-",
     ]
     subprocess.run(
-        argv, input=spec["prompt"].encode(), cwd=spec["worktree"], env=spec["env"],
-        check=True, capture_output=True,
+        argv,
+        input=spec["prompt"].encode(),
+        cwd=spec["worktree"],
+        env=spec["env"],
+        check=True,
+        capture_output=True,
     )
     answer: dict[str, Any] = json.loads(Path(spec["result_file"]).read_text())
     return answer

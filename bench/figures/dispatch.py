@@ -54,11 +54,20 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         columns=["design", "samples", "p50", "p99", "max", "p50 vs baseline"],
         series={"lane-runner": runner, f"poll every {scale.poll_interval:g} s": polled},
     )
-    for name, values in (("lane-runner", runner), (f"poll every {scale.poll_interval:g} s", polled)):
-        figure.rows.append([
-            name, str(len(values)), ms(median(values)), ms(percentile(values, 99)),
-            ms(max(values)), ratio(median(values), median(polled)),
-        ])
+    for name, values in (
+        ("lane-runner", runner),
+        (f"poll every {scale.poll_interval:g} s", polled),
+    ):
+        figure.rows.append(
+            [
+                name,
+                str(len(values)),
+                ms(median(values)),
+                ms(percentile(values, 99)),
+                ms(max(values)),
+                ratio(median(values), median(polled)),
+            ]
+        )
     p50, p99 = median(runner), percentile(runner, 99)
     figure.checks = [
         Check("p50 ≤ 50 ms", ms(p50), p50 <= P50_TARGET),

@@ -20,8 +20,13 @@ from journal import CommitResult, Journal, TerminalRecord
 LATENCY_TARGET = 3.0
 DOCUMENTED_FSYNCS = {"write_pending": 2, "finalize": 6}  # journal/__init__.py
 RESULT = {
-    "status": "completed", "summary": "bench", "changed_files": ["a.py"], "tests_run": [],
-    "artifacts": [], "findings": [], "blockers": [],
+    "status": "completed",
+    "summary": "bench",
+    "changed_files": ["a.py"],
+    "tests_run": [],
+    "artifacts": [],
+    "findings": [],
+    "blockers": [],
 }
 
 
@@ -58,21 +63,38 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     total = sum(fsyncs.values())
     figure.rows = [
         ["bare durable write (baseline)", "2", "—", ms(bare), "1.00×"],
-        ["write_pending (result durable)", str(fsyncs["write_pending"]),
-         str(DOCUMENTED_FSYNCS["write_pending"]), ms(median(pending_times)),
-         ratio(median(pending_times), bare)],
-        ["write_pending + finalize (committed)", str(total),
-         str(sum(DOCUMENTED_FSYNCS.values())), ms(median(commit_times)),
-         ratio(median(commit_times), bare)],
+        [
+            "write_pending (result durable)",
+            str(fsyncs["write_pending"]),
+            str(DOCUMENTED_FSYNCS["write_pending"]),
+            ms(median(pending_times)),
+            ratio(median(pending_times), bare),
+        ],
+        [
+            "write_pending + finalize (committed)",
+            str(total),
+            str(sum(DOCUMENTED_FSYNCS.values())),
+            ms(median(commit_times)),
+            ratio(median(commit_times), bare),
+        ],
     ]
     documented = fsyncs == DOCUMENTED_FSYNCS
     figure.checks = [
-        Check("every fsync justified in journal/__init__.py",
-              f"{total} counted, {sum(DOCUMENTED_FSYNCS.values())} documented", documented),
-        Check("accepted result durable ≤ 3 × baseline",
-              ratio(median(pending_times), bare), median(pending_times) <= LATENCY_TARGET * bare),
-        Check("fully committed ≤ 3 × baseline",
-              ratio(median(commit_times), bare), median(commit_times) <= LATENCY_TARGET * bare),
+        Check(
+            "every fsync justified in journal/__init__.py",
+            f"{total} counted, {sum(DOCUMENTED_FSYNCS.values())} documented",
+            documented,
+        ),
+        Check(
+            "accepted result durable ≤ 3 × baseline",
+            ratio(median(pending_times), bare),
+            median(pending_times) <= LATENCY_TARGET * bare,
+        ),
+        Check(
+            "fully committed ≤ 3 × baseline",
+            ratio(median(commit_times), bare),
+            median(commit_times) <= LATENCY_TARGET * bare,
+        ),
     ]
     figure.notes.append(
         f"{scale.journal_commits} commits; the board callback answers at once. A result is "

@@ -25,10 +25,20 @@ RATE_TARGET, RSS_TARGET = 100 * MB, 32 * MIB
 def write_jsonl(path: Path, size: int) -> int:
     """Codex-shaped ``item.completed`` events of ~1 KiB, ``size`` bytes in all."""
     lines = [
-        json.dumps({"type": "item.completed", "item": {
-            "id": f"item_{n}", "type": "command_execution", "command": "pytest -q",
-            "aggregated_output": f"line {n} " + "." * (700 + n * 37 % 300),
-            "exit_code": 0, "status": "completed"}}).encode() + b"\n"
+        json.dumps(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": f"item_{n}",
+                    "type": "command_execution",
+                    "command": "pytest -q",
+                    "aggregated_output": f"line {n} " + "." * (700 + n * 37 % 300),
+                    "exit_code": 0,
+                    "status": "completed",
+                },
+            }
+        ).encode()
+        + b"\n"
         for n in range(256)
     ]
     block = b"".join(lines)
@@ -52,7 +62,10 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     (workdir / "cat-copy.jsonl").unlink()
     child = subprocess.run(
         [sys.executable, "-m", "bench.stream_child", str(source), str(workdir / "task.log")],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     report = json.loads(child.stdout)
     source.unlink()
@@ -67,8 +80,13 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         columns=["path", "seconds", "MB/s", "vs cat", "peak RSS growth"],
         rows=[
             ["cat > file (baseline)", f"{cat_seconds:.2f}", f"{cat_rate / MB:,.0f}", "1.00×", "—"],
-            ["supervisor → task log", f"{report['seconds']:.2f}", f"{rate / MB:,.0f}",
-             f"{rate / cat_rate:.2f}×", f"{growth / MIB:.1f} MiB"],
+            [
+                "supervisor → task log",
+                f"{report['seconds']:.2f}",
+                f"{rate / MB:,.0f}",
+                f"{rate / cat_rate:.2f}×",
+                f"{growth / MIB:.1f} MiB",
+            ],
         ],
         series={"cat": cat_rate / MB, "supervisor": rate / MB},
     )

@@ -41,15 +41,31 @@ _SLEEPERS = (
 def supervised_run(bench: Workbench, label: str) -> float:
     spec = bench.spec(label)
     Path(spec["worktree"]).mkdir(parents=True)
-    argv = [spec["codex"], "--dangerously-bypass-approvals-and-sandbox", "exec", "--json",
-            "-m", "bench", "-o", spec["result_file"], "-C", spec["worktree"], "-"]
+    argv = [
+        spec["codex"],
+        "--dangerously-bypass-approvals-and-sandbox",
+        "exec",
+        "--json",
+        "-m",
+        "bench",
+        "-o",
+        spec["result_file"],
+        "-C",
+        spec["worktree"],
+        "-",
+    ]
     reading = Reading()
     task_log = TaskLog(bench.root / f"{label}.log", 64 << 20)
     start = time.perf_counter()
     ended = Supervisor(
-        argv, cwd=Path(spec["worktree"]), env=spec["env"], stdin=b"bench", task_log=task_log,
+        argv,
+        cwd=Path(spec["worktree"]),
+        env=spec["env"],
+        stdin=b"bench",
+        task_log=task_log,
         limits=Limits(deadline=time.monotonic() + 600),
-        on_event=lambda event: codex.observe(reading, event), heartbeat=lambda: True,
+        on_event=lambda event: codex.observe(reading, event),
+        heartbeat=lambda: True,
     ).run()
     elapsed = time.perf_counter() - start
     task_log.close()
@@ -72,8 +88,11 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     bench = Workbench(workdir)
     runs = scale.supervised_runs
     before_runs, before_scans = timings(bench, "before", runs)
-    sleepers = subprocess.Popen([sys.executable, "-c", _SLEEPERS, str(scale.unrelated_processes)],
-                                stdout=subprocess.PIPE, text=True)
+    sleepers = subprocess.Popen(
+        [sys.executable, "-c", _SLEEPERS, str(scale.unrelated_processes)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert sleepers.stdout is not None
         sleepers.stdout.readline()
@@ -91,10 +110,18 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         baseline="the same, without them (mean of runs before and after)",
         columns=["operation", "without (p50)", f"with {n:,} (p50)", "ratio"],
         rows=[
-            ["supervised CLI run (spawn → reaped)", ms(base_run), ms(median(with_runs)),
-             ratio(median(with_runs), base_run)],
-            ["leftover scan of /proc (daemon start only)", ms(base_scan),
-             ms(median(with_scans)), ratio(median(with_scans), base_scan)],
+            [
+                "supervised CLI run (spawn → reaped)",
+                ms(base_run),
+                ms(median(with_runs)),
+                ratio(median(with_runs), base_run),
+            ],
+            [
+                "leftover scan of /proc (daemon start only)",
+                ms(base_scan),
+                ms(median(with_scans)),
+                ratio(median(with_scans), base_scan),
+            ],
         ],
     )
     cost = median(with_runs) / base_run

@@ -62,9 +62,13 @@ class Workbench:
 
     def spec(self, label: str) -> TaskSpec:
         return TaskSpec(
-            repo=str(self.repo), worktree=str(self.root / "worktrees" / label),
-            branch=f"bench/{label}", codex=str(self.codex), schema=str(self.schema),
-            result_file=str(self.out / f"{label}.result.json"), env=self.env,
+            repo=str(self.repo),
+            worktree=str(self.root / "worktrees" / label),
+            branch=f"bench/{label}",
+            codex=str(self.codex),
+            schema=str(self.schema),
+            result_file=str(self.out / f"{label}.result.json"),
+            env=self.env,
             prompt=f"# {label}\n\nbench",
         )
 
@@ -91,10 +95,25 @@ def huey_rate(root: Path, concurrency: int, tasks: int) -> float:
     from bench import huey_app
 
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "huey.bin.huey_consumer", "bench.huey_app.huey",
-         "-w", str(concurrency), "-k", "thread", "-d", "0.01", "-m", "0.05", "-q"],
-        cwd=REPO_ROOT, env={**os.environ, "BENCH_HUEY_DB": database},
-        stdout=subprocess.DEVNULL, stderr=(root / "huey.log").open("wb"),
+        [
+            sys.executable,
+            "-m",
+            "huey.bin.huey_consumer",
+            "bench.huey_app.huey",
+            "-w",
+            str(concurrency),
+            "-k",
+            "thread",
+            "-d",
+            "0.01",
+            "-m",
+            "0.05",
+            "-q",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "BENCH_HUEY_DB": database},
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "huey.log").open("wb"),
     )
     try:
         huey_app.cli_task(bench.spec("warm-up")).get(blocking=True, timeout=120)
@@ -113,8 +132,15 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         key="throughput",
         title="End-to-end throughput (tasks/s), lightest simulator scenario",
         baseline="the floor: the same worktree, CLI and durable writes in a bare loop; and Huey",
-        columns=["concurrency", "lane-runner", "floor", "Huey", "vs floor", "vs Huey",
-                 "fsyncs/task"],
+        columns=[
+            "concurrency",
+            "lane-runner",
+            "floor",
+            "Huey",
+            "vs floor",
+            "vs Huey",
+            "fsyncs/task",
+        ],
     )
     rates: dict[str, list[float]] = {"lane-runner": [], "floor": [], "Huey": []}
     for concurrency in scale.concurrencies:
@@ -125,10 +151,17 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         huey = huey_rate(workdir / f"huey-{concurrency}", concurrency, tasks)
         for name, value in (("lane-runner", runner), ("floor", floor), ("Huey", huey)):
             rates[name].append(value)
-        figure.rows.append([
-            str(concurrency), f"{runner:.2f}", f"{floor:.2f}", f"{huey:.2f}",
-            ratio(runner, floor), ratio(runner, huey), f"{fsyncs:.1f}",
-        ])
+        figure.rows.append(
+            [
+                str(concurrency),
+                f"{runner:.2f}",
+                f"{floor:.2f}",
+                f"{huey:.2f}",
+                ratio(runner, floor),
+                ratio(runner, huey),
+                f"{fsyncs:.1f}",
+            ]
+        )
     top = max(scale.concurrencies)
     figure.series = {"concurrency": list(scale.concurrencies), **rates}
     vs_floor = rates["lane-runner"][-1] / rates["floor"][-1]
