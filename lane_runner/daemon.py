@@ -142,6 +142,8 @@ class Daemon:
             if self.timers["gc"].ready(now):
                 self.services.journal.collect()
             self._claim()
+            # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
+            self.timers["claim"].due = now + CLAIM_SWEEP
         except Exception:  # noqa: BLE001 - the loop outlives any one failure; the watchdog notices
             log.exception("daemon loop iteration failed; retrying")
             healthy = False
