@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.lane import Lane
@@ -20,14 +21,18 @@ from bench.scale import Scale
 P50_TARGET, P99_TARGET = 0.050, 0.250
 
 
+def exceeds(count: Callable[[], int], threshold: int) -> Callable[[], bool]:
+    return lambda: count() > threshold
+
+
 def sample(lane: Lane, count: int, gap: tuple[float, float]) -> list[float]:
     latencies: list[float] = []
     for index in range(count):
         time.sleep(random.uniform(*gap))
         lane.add(f"dispatch {index}")
         ready_at = time.time()
-        lane.wait(lambda n=index: len(lane.starts()) > n, 120, f"task {index} to start")
-        lane.wait(lambda n=index: lane.done() > n, 120, f"task {index} to finish")
+        lane.wait(exceeds(lambda: len(lane.starts()), index), 120, f"task {index} to start")
+        lane.wait(exceeds(lane.done, index), 120, f"task {index} to finish")
         latencies.append(lane.starts()[index]["forked_at"] - ready_at)
     return latencies
 
