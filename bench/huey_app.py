@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from huey import SqliteHuey
+from huey import SqliteHuey  # type: ignore[import-untyped]
 
 from bench.work import TaskSpec, run_cli_task
 
