@@ -87,7 +87,6 @@ class RunExecutor:
         return self._cooldown(f"state directory error: {error}")
 
     def _execute(self) -> RunReport:
-        self._save_state()
         try:
             worktree = workspace.prepare(
                 self.task.workspace,
@@ -135,7 +134,7 @@ class RunExecutor:
                 decision.reason,
             )
             if decision.step is decide.Step.CONTINUE:
-                self._note(f"turn {turn} not accepted ({decision.reason}); goal turn {turn + 1}")
+                self._note(f"goal turn {turn + 1}: turn {turn} not accepted ({decision.reason})")
                 turn += 1
                 handoff, continuation = (
                     "",
@@ -196,8 +195,7 @@ class RunExecutor:
         return route
 
     def _record_route(self, route: Route) -> None:
-        self.state.route = route.to_dict()
-        self._save_state()
+        self.state.route = route.to_dict()  # saved with the attempt that follows
         self._note(route.describe())
 
     def _note(self, text: str) -> None:
@@ -224,6 +222,8 @@ class RunExecutor:
         """One provider turn; returns the classification ``decide`` reads, and the attempt."""
         provider = route.provider
         n = self.state.next_sequence()
+        # A fresh codex thread after an unknown-thread resume writes its own -o file.
+        retry = self.state.next_sequence() if provider == "codex" else None
         if provider == "claude" and provider not in self.state.sessions:
             self.state.sessions["claude"] = str(uuid.uuid4())  # reserved before the first start
         self.state.provider = provider
@@ -246,7 +246,7 @@ class RunExecutor:
             attempt = Attempt(Classification.FAILED, unusable, None, None, None, None, "")
             classification = decide.UNUSABLE
         else:
-            attempt = run_attempt(self._request(route, prompt, worktree, n))
+            attempt = run_attempt(self._request(route, prompt, worktree, n, retry))
             classification = attempt.classification.value
             self.state.started[provider] = True
             if attempt.session_id:
@@ -272,17 +272,15 @@ class RunExecutor:
             return claude_root_refusal(self.s.cfg.worker_user)
         return None
 
-    def _request(self, route: Route, prompt: str, worktree: Path, n: int) -> ProviderRequest:
+    def _request(
+        self, route: Route, prompt: str, worktree: Path, n: int, retry: int | None
+    ) -> ProviderRequest:
         provider = route.provider
         executable = self.s.binaries[provider]
         assert executable is not None
         self.s.activity.update(
             self.run.id, provider=provider, model=route.model, effort=route.effort
         )
-        retry_file = None
-        if provider == "codex":  # a fresh thread after an unknown-thread resume gets its own file
-            retry_file = self._provider_result_file(self.state.next_sequence())
-            self._save_state()
         return ProviderRequest(
             provider=provider,
             executable=executable,
@@ -292,7 +290,7 @@ class RunExecutor:
             workspace=worktree,
             schema_path=self.s.schema_path,
             result_file=self._provider_result_file(n),
-            retry_result_file=retry_file,
+            retry_result_file=None if retry is None else self._provider_result_file(retry),
             session_id=self.state.sessions.get(provider),
             resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
