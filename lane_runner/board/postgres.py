@@ -72,6 +72,15 @@ MIGRATION_LOCK = 0x6C616E65  # advisory lock id: one runner at a time upgrades t
 CONNECT_TIMEOUT = 5  # seconds; libpq's own connect timeout
 POOL_TIMEOUT = 2.0  # seconds to wait for a pooled connection before the board counts as down
 RETRY_DELAYS = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0)  # serialization failures and deadlocks
+# Server-side limits on every pooled session. A runner that vanishes mid-transaction
+# (pod gone, network cut without a FIN) would otherwise keep its row locks, the
+# board's claim counter among them, until the kernel's two-hour keepalive: every
+# runner's claims would wait that long. Board transactions never idle between
+# statements, so the server may end any session that does, and probes the peer.
+SESSION_OPTIONS = (
+    "-c idle_in_transaction_session_timeout=10s "
+    "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+)
 LISTEN_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # reconnect delays of the listening connection
 
 
@@ -189,6 +198,12 @@ def describe(url: str) -> str:
     return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
 
 
+def _session_options(url: str) -> str:
+    """The URL's own ``options`` (if any) followed by ``SESSION_OPTIONS``."""
+    own = str(conninfo_to_dict(url).get("options") or "")
+    return f"{own} {SESSION_OPTIONS}".strip()
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode("utf-8")
 
@@ -210,6 +225,7 @@ class Database:
                 "autocommit": True,
                 "connect_timeout": CONNECT_TIMEOUT,
                 "row_factory": dict_row,
+                "options": _session_options(url),
             },
             check=ConnectionPool.check_connection,  # a restart leaves dead pooled connections
             name="lane-runner-board",

@@ -1,0 +1,275 @@
+"""Several pods on one PostgreSQL board: real daemons, separate homes, one database.
+
+Each ``Pod`` is a home with its own node id, journal, config and clone of the
+project, whose ``board_url`` points at the shared database (directly, or through
+a ``Partition`` the test can cut). Tasks name their workspace as ``repo``, which
+each pod's daemon resolves from its own directory: the same path on every pod,
+a different disk, as in real pods. (Pods sharing one checkout would fight over
+the task branches their worktrees hold.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pytest
+
+from journal import Journal
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.model import NewTask, Outcome, Status, Task
+from lane_runner.board.postgres import PostgresBoard, PostgresStore
+from lane_runner.home import Home
+from lane_runner.leftovers import find as find_workers
+
+BOARD = "shared"
+WORKSPACE = "repo"  # relative: each pod's daemon runs in its own directory
+POD_CONFIG: dict[str, object] = {
+    "simulate": True,
+    "concurrency": 4,
+    "lease_ttl": 3.0,
+    "heartbeat_interval": 0.5,
+    "stall_timeout": 30.0,
+    "shutdown_grace": 1.0,
+    "cooldown_base": 0.3,
+    "cooldown_max": 1.0,
+}
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+class Partition:
+    """A TCP forwarder in front of the server that the test can cut.
+
+    ``cut()`` closes the listening socket (new connections are refused) and every
+    forwarded connection (established ones see the peer vanish): what a pod sees
+    when its network to the database goes away.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+                upstream = socket.create_connection(self._target)
+            except OSError:
+                return  # cut: the listening socket is closed
+            with self._lock:
+                if self._cut:  # accepted just as the cut happened: it never goes through
+                    client.close()
+                    upstream.close()
+                    return
+                self._open += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            return  # one side closed or the partition was cut; the other pump ends too
+        sink.close()
+
+    def cut(self) -> None:
+        self._server.close()
+        with self._lock:
+            self._cut = True
+            for connection in self._open:
+                with contextlib.suppress(OSError):  # already closed by its pump
+                    connection.shutdown(socket.SHUT_RDWR)
+                connection.close()
+
+
+@dataclass
+class Pod:
+    """One runner's home, configured for the shared board; its daemon runs as a subprocess."""
+
+    root: Path
+    board_url: str
+    control: Path
+    config: dict[str, object] = field(default_factory=lambda: dict(POD_CONFIG))
+    daemon: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.home = Home(self.root)
+        self.home.ensure()
+        self.node = self.home.node_id()
+        self.write_config(board_url=self.board_url)
+
+    def clone(self, origin: Path) -> None:
+        git("clone", "-q", str(origin), WORKSPACE, cwd=self.root)
+
+    def write_config(self, **changes: object) -> None:
+        self.config.update(changes)
+        text = "".join(f"{key} = {toml_value(value)}\n" for key, value in self.config.items())
+        (self.root / "config.toml").write_text(text)
+
+    def environ(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "IS_SANDBOX": "1",  # CI runs as root; see providers' root guard
+            "LANE_RUNNER_SIM_CONTROL": str(self.control),
+        }
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.root / "daemon.log").open("ab")
+        self.daemon = subprocess.Popen(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
+            env=self.environ(),
+            stdout=log,
+            stderr=log,
+            cwd=self.root,
+        )
+        return self.daemon
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
+            env=self.environ(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the daemon and its provider processes: the pod is gone for good."""
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGKILL)
+            self.daemon.wait()
+        for pid in find_workers(self.node):
+            with contextlib.suppress(ProcessLookupError):  # it ended by itself meanwhile
+                os.kill(pid, signal.SIGKILL)
+
+    def journal_kinds(self) -> list[tuple[str, str, bool]]:
+        """(kind, name, valid) of every journal entry of this pod."""
+        return [(e.kind, e.name, e.valid) for e in Journal(self.home.lanes).entries()]
+
+    def log_tail(self) -> str:
+        path = self.root / "daemon.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+
+@dataclass
+class Fleet:
+    """The shared board and repository, and the pods working them."""
+
+    root: Path
+    url: str
+    pods: list[Pod] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.repo = self.root / "origin"
+        self.repo.mkdir(parents=True)
+        git("init", "-q", "-b", "main", cwd=self.repo)
+        (self.repo / "README").write_text("x\n")
+        git("add", ".", cwd=self.repo)
+        git("commit", "-qm", "init", cwd=self.repo)
+        self.control = self.root / "sim-control.json"
+        self.control.write_bytes(orjson.dumps({}))
+        self.store = PostgresStore(self.url)
+        self.store.create_board(BOARD)
+
+    @property
+    def board(self) -> PostgresBoard:
+        return self.store.board(BOARD)
+
+    def pod(self, name: str, board_url: str | None = None) -> Pod:
+        pod = Pod(self.root / name, board_url or self.url, self.control)
+        pod.clone(self.repo)
+        self.pods.append(pod)
+        return pod
+
+    def add(self, count: int, slow_every: int, slow: str) -> None:
+        """``count`` tasks on the project; every ``slow_every``-th runs ``slow``."""
+        for index in range(count):
+            body = slow if index % slow_every == 0 else ""
+            self.board.add_task(
+                NewTask(title=f"task {index}", body=body, workspace=WORKSPACE)
+            )
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``condition``; a board outage while polling just means "not yet"."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if condition():
+                    return
+            except BoardUnavailable:
+                pass  # the database is restarting; ask again
+            time.sleep(0.1)
+        logs = "\n".join(f"--- {pod.root.name} ---\n{pod.log_tail()}" for pod in self.pods)
+        raise AssertionError(f"timed out waiting for {what}\n{logs}")
+
+    def tasks(self) -> list[Task]:
+        return self.board.list_tasks()
+
+    def done(self) -> int:
+        return self.board.counts()["done"]
+
+    def assert_done_exactly_once(self) -> None:
+        """Every task done by exactly one run, whose committed record sits in one pod's journal."""
+        committed = {
+            name: pod
+            for pod in self.pods
+            for kind, name, _ in pod.journal_kinds()
+            if kind == "committed"
+        }
+        for task in self.tasks():
+            assert task.status is Status.DONE, task
+            completed = [r for r in self.board.runs(task.id) if r.outcome is Outcome.COMPLETED]
+            assert [run.id for run in completed] == [task.completed_run_id], task.id
+            name = f"{task.id}.run-{task.completed_run_id}.terminal.committed.json"
+            assert name in committed, f"no committed record for {task.id}"
+            record = orjson.loads((committed[name].home.lane_dir(BOARD) / name).read_bytes())
+            assert (record["result"], record["summary"]) == (task.result, task.summary)
+            kinds = [e.kind for e in self.board.events(task.id)]
+            assert kinds.count("completed") + kinds.count("replayed") == 1, task.id
+
+    def close(self) -> None:
+        for pod in self.pods:
+            pod.kill()
+        self.store.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, postgres_database: str) -> Iterator[Fleet]:
+    shared = Fleet(tmp_path, postgres_database)
+    yield shared
+    shared.close()
