@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import psycopg
 import pytest
 
 from journal import Journal
@@ -181,9 +182,9 @@ class Pod:
         """(kind, name, valid) of every journal entry of this pod."""
         return [(e.kind, e.name, e.valid) for e in Journal(self.home.lanes).entries()]
 
-    def log_tail(self) -> str:
+    def log_tail(self, size: int = 3000) -> str:
         path = self.root / "daemon.log"
-        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+        return path.read_text(errors="replace")[-size:] if path.exists() else ""
 
 
 @dataclass
@@ -231,11 +232,17 @@ class Fleet:
             try:
                 if condition():
                     return
-            except BoardUnavailable:
+            except (BoardUnavailable, psycopg.OperationalError):
                 pass  # the database is restarting; ask again
             time.sleep(0.1)
         logs = "\n".join(f"--- {pod.root.name} ---\n{pod.log_tail()}" for pod in self.pods)
         raise AssertionError(f"timed out waiting for {what}\n{logs}")
+
+    def postmaster_started(self) -> float:
+        """When the server last started: changes exactly when it restarts."""
+        with psycopg.connect(self.url, connect_timeout=5) as connection:
+            row = connection.execute("SELECT extract(epoch FROM pg_postmaster_start_time())")
+            return float(row.fetchone()[0])  # type: ignore[index]
 
     def tasks(self) -> list[Task]:
         return self.board.list_tasks()
