@@ -1,0 +1,76 @@
+"""What only the PostgreSQL store does: selection by URL, schema versions, outages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from lane_runner.board import open_store
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
+from lane_runner.config import load
+from lane_runner.errors import UsageError
+
+UNREACHABLE = "postgresql://postgres:secret@127.0.0.1:1/nowhere"  # nothing listens on port 1
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_board_url_selects_postgres(tmp_path: Path, postgres_database: str, scheme: str) -> None:
+    url = postgres_database.replace("postgresql://", f"{scheme}://", 1)
+    store = open_store(load(tmp_path, environ={"LANE_RUNNER_BOARD_URL": url}))
+    try:
+        assert isinstance(store, PostgresStore)
+        store.create_board("main")
+        assert list(store.board_slugs()) == ["main"]
+    finally:
+        store.close()
+    assert not (tmp_path / "boards" / "main.db").exists()
+
+
+def test_schema_is_versioned_and_a_newer_one_is_refused(postgres_database: str) -> None:
+    store = PostgresStore(postgres_database)
+    store.create_board("main")
+    store.close()
+    with psycopg.connect(postgres_database, autocommit=True) as connection:
+        row = connection.execute("SELECT version FROM schema_version").fetchone()
+        assert row == (SCHEMA_VERSION,)
+        connection.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
+    newer = PostgresStore(postgres_database)
+    try:
+        with pytest.raises(UsageError, match="upgrade lane-runner"):
+            newer.board_slugs()
+    finally:
+        newer.close()
+
+
+def test_unreachable_server_is_unavailable_and_says_where_without_the_password() -> None:
+    store = PostgresStore(UNREACHABLE)
+    try:
+        with pytest.raises(BoardUnavailable, match="127.0.0.1:1/nowhere") as raised:
+            store.board("main")
+        assert "secret" not in str(raised.value)
+        assert store.wait_for_change(0) is False  # a look, not a wait, while nobody listens
+    finally:
+        store.close()
+
+
+def test_board_slugs_survive_an_outage_once_known(postgres_database: str) -> None:
+    store = PostgresStore(postgres_database)
+    store.create_board("main")
+    assert store.board_slugs() == ["main"]
+    with psycopg.connect(postgres_database, autocommit=True) as connection:
+        connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        connection.execute("ALTER TABLE boards RENAME TO boards_away")  # reads now fail
+        try:
+            assert store.board_slugs() == ["main"]
+            with pytest.raises(BoardUnavailable):
+                store.board("main").claim("n", 60, "cli-auto")
+        finally:
+            connection.execute("ALTER TABLE boards_away RENAME TO boards")
+    assert store.board("main").claim("n", 60, "cli-auto") is None
+    store.close()
