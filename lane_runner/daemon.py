@@ -46,8 +46,11 @@ class Timer:
     def ready(self, now: float) -> bool:
         if now < self.due:
             return False
-        self.due = now + self.interval
+        self.restart(now)
         return True
+
+    def restart(self, now: float) -> None:
+        self.due = now + self.interval
 
 
 class Daemon:
@@ -66,7 +69,7 @@ class Daemon:
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
-        self.reports: list[RunReport] = []
+        self.runs_finished = 0
         self.board_cursor = 0
         self.timers = {
             "claim": Timer(CLAIM_SWEEP),
@@ -143,7 +146,7 @@ class Daemon:
                 self.services.journal.collect()
             self._claim()
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
-            self.timers["claim"].due = now + CLAIM_SWEEP
+            self.timers["claim"].restart(now)
         except Exception:  # noqa: BLE001 - the loop outlives any one failure; the watchdog notices
             log.exception("daemon loop iteration failed; retrying")
             healthy = False
@@ -168,7 +171,7 @@ class Daemon:
                 continue
             report = future.result()
             metrics.run_ended(report.board, report.step, time.time() - claim.run.claimed_at)
-            self.reports.append(report)
+            self.runs_finished += 1
             if report.step == "pending":
                 self.pending_finalizations += 1
 
@@ -298,7 +301,7 @@ class Daemon:
                 node=self.services.node,
                 concurrency=self.services.cfg.concurrency,
                 active=self.services.activity.snapshot(),
-                runs_finished=len(self.reports),
+                runs_finished=self.runs_finished,
                 pending_finalizations=self.pending_finalizations,
                 metrics_port=self.metrics_server.port if self.metrics_server else None,
             ),
@@ -308,7 +311,8 @@ class Daemon:
     def _status_line(self) -> str:
         return (
             f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
-            f"{len(self.reports)} runs finished, {self.pending_finalizations} finalizations pending"
+            f"{self.runs_finished} runs finished, "
+            f"{self.pending_finalizations} finalizations pending"
         )
 
     # -- shutdown ---------------------------------------------------------------
