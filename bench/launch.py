@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from bench.counting import CountingFS
@@ -21,10 +22,10 @@ from lane_runner.board.sqlite import SqliteStore
 
 
 def _poll_every(interval: float) -> None:
-    daemon.POLL = interval
     daemon.CLAIM_SWEEP = interval
 
     def never_changed(self: object, timeout: float) -> bool:
+        time.sleep(timeout)
         return False
 
     SqliteStore.wait_for_change = never_changed  # type: ignore[method-assign]

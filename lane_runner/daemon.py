@@ -4,10 +4,10 @@ Shaped like gunicorn's arbiter. The main thread owns the loop and every board
 claim; worker threads each carry one run (``RunExecutor``) and wake the loop
 when they finish. Signal handlers only set flags and wake the loop.
 
-The loop sleeps on an event that workers and signals set, and while slots are
-free it glances at the boards' change counters every ``POLL`` seconds (a cheap
-read, no write), so a new ready task is claimed within tens of milliseconds
-without polling the board with claims.
+The loop sleeps on one event. Workers set it when they finish, signal handlers
+when they arrive, and a watcher thread when any board changes: it blocks in the
+store's ``wait_for_change`` (inotify for SQLite, LISTEN/NOTIFY for PostgreSQL),
+so a new ready task is claimed within milliseconds and an idle daemon sleeps.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from lane_runner.services import build
 
 log = logging.getLogger(__name__)
 
-POLL = 0.025  # seconds between board change checks while a slot is free
+WATCH_SLICE = 1.0  # the board watcher re-checks ``stopping`` this often
 CLAIM_SWEEP = 1.0  # claim attempts even without a change: cooldowns end without one
 RESCUE_INTERVAL = 30.0  # look for other nodes' expired leases
 REPLAY_INTERVAL = 10.0  # retry finalizations left pending by an unavailable board
@@ -104,6 +104,7 @@ class Daemon:
             result.pending_left,
         )
         self._serve_metrics()
+        threading.Thread(target=self._watch_boards, name="board-watch", daemon=True).start()
         self.notifier.ready(self._status_line())
         try:
             while not self.stopping:
@@ -257,19 +258,20 @@ class Daemon:
     def _wait(self) -> None:
         """Sleep until a worker finishes, a signal arrives, a board changes, or a timer is due."""
         deadline = min(timer.due for timer in self.timers.values())
-        while not self.wake.is_set() and not self.stopping:
-            now = time.monotonic()
-            if now >= deadline:
-                break
-            has_free_slot = len(self.workers) < self.services.cfg.concurrency
-            if not has_free_slot:
-                self.wake.wait(deadline - now)
-                continue
-            if self.wake.wait(min(POLL, deadline - now)):
-                break
-            if self.services.store.wait_for_change(0):
-                break
+        self.wake.wait(max(0.0, deadline - time.monotonic()))
         self.wake.clear()
+
+    def _watch_boards(self) -> None:
+        """Turn board changes (by anyone: the CLI, other runners, our own writes) into wake-ups."""
+        while not self.stopping:
+            try:
+                if self.services.store.wait_for_change(WATCH_SLICE):
+                    self.wake.set()
+            except Exception:  # noqa: BLE001 - the sweep timer still claims without wake-ups
+                if self.stopping:
+                    return  # the store is closing under us: nothing left to watch
+                log.exception("board watch failed; retrying in %s s", WATCH_SLICE)
+                time.sleep(WATCH_SLICE)
 
     def _notify(self, healthy: bool, now: float) -> None:
         interval = self.notifier.watchdog_interval
@@ -322,6 +324,7 @@ class Daemon:
         Runs cut short stay claimed: the next start reclaims them and the provider
         sessions resume. Accepted results are already in the journal.
         """
+        self.stopping = True
         self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
         grace = self.services.cfg.shutdown_grace
         done, running = concurrent.futures.wait(list(self.workers), timeout=grace)

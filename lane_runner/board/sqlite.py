@@ -29,6 +29,7 @@ import orjson
 
 from lane_runner.board import rules
 from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.inotify import DirectoryWatch
 from lane_runner.board.model import (
     BlockKind,
     Claim,
@@ -52,8 +53,8 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 
 BUSY_TIMEOUT_MS = 5000
+SETTLE_LOOKS, SETTLE_DELAY = 10, 0.005  # after a WAL write, how long a commit may take to show
 RETRY_DELAYS = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
-POLL_INTERVAL = 0.02
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
@@ -748,6 +749,7 @@ class SqliteStore:
         self._reported: set[str] = set()
         self._lock = threading.Lock()
         self._dir_stamp = self._stamp()
+        self._watch: DirectoryWatch | None = None
 
     def _path(self, slug: str) -> Path:
         return self._dir / f"{check_name('board', slug)}.db"
@@ -823,16 +825,32 @@ class SqliteStore:
 
         Commits are seen from any connection, this process's included, so the caller
         may wake once for its own write; that costs one empty claim, never a miss.
+        Between looks it blocks on an inotify watch of the boards directory (every
+        commit writes a ``-wal`` file there), so waiting costs no CPU.
         """
         deadline = time.monotonic() + timeout
+        if timeout > 0 and self._watch is None:
+            self._watch = DirectoryWatch(self._dir)  # before the first look: no write slips by
         while not self._changed():
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or self._watch is None:
                 return False
-            time.sleep(min(POLL_INTERVAL, remaining))
+            if self._watch.wait(remaining) and self._settles():
+                return True
         return True
 
+    def _settles(self) -> bool:
+        """Look again for a few ms after a write: the WAL is written before the commit shows."""
+        for _ in range(SETTLE_LOOKS):
+            time.sleep(SETTLE_DELAY)
+            if self._changed():
+                return True
+        return False
+
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         with self._lock:
             boards, self._boards = list(self._boards.values()), {}
         for opened in boards:

@@ -1,0 +1,75 @@
+"""Block until a file in a directory is written: inotify through ctypes, a few lines.
+
+The embedded board's wake-up. Every SQLite commit in WAL mode appends to
+``<board>.db-wal`` and a new board creates a file, so a watch on the boards
+directory wakes the daemon the moment any process commits, without polling.
+Where inotify is unavailable (another OS, the watch limit reached) ``wait``
+degrades to a short sleep, and the caller's own change check still decides.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import select
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IN_MODIFY = 0x002
+IN_MOVED_TO = 0x080
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+FALLBACK_SLEEP = 0.02
+
+
+class DirectoryWatch:
+    def __init__(self, directory: Path) -> None:
+        self._fd: int | None = None
+        try:
+            self._fd = _watch(directory)
+        except OSError as error:
+            # Safe: the store still sees every change, only by polling every 20 ms.
+            log.warning(
+                "inotify unavailable for %s (%s); polling for board changes", directory, error
+            )
+
+    def wait(self, timeout: float) -> bool:
+        """True when something in the directory was written; False after ``timeout`` s."""
+        if self._fd is None:
+            time.sleep(min(timeout, FALLBACK_SLEEP))
+            return True  # unknown: let the caller look
+        readable, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
+        if readable:
+            self._drain()
+        return bool(readable)
+
+    def _drain(self) -> None:
+        assert self._fd is not None
+        try:
+            while os.read(self._fd, 65536):
+                pass
+        except BlockingIOError:
+            pass  # drained: the events themselves carry nothing the caller needs
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _watch(directory: Path) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    mask = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE
+    if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
+        errno = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(errno, os.strerror(errno), str(directory))
+    return fd
