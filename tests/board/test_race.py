@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Callable
 from pathlib import Path
 from threading import Barrier
@@ -36,7 +37,7 @@ def claim_until_empty(backend: str, location: str, node: str, start: Barrier) ->
         board = store.board("race")
         start.wait()
         while board.claim(node, 600, "cli-auto") is not None:
-            pass
+            time.sleep(0.001)  # a runner works between claims; without it one may starve the rest
     finally:
         store.close()
 
