@@ -67,6 +67,17 @@ class RunExecutor:
             return self._execute()
         except OSError as error:
             return self._storage_failed(error)
+        except BoardUnavailable as error:
+            # The run stays claimed; its lease runs out and the rescue returns it to
+            # ready (outcome expired), so a board outage is never a counted failure.
+            log.warning(
+                "board unavailable during %s/%s run %s: %s",
+                self.task.board,
+                self.task.id,
+                self.run.id,
+                error,
+            )
+            return self._report("abandon", f"board unavailable: {error}")
 
     def _storage_failed(self, error: OSError) -> RunReport:
         """The home's disk is full or failing: not the task's fault, so not a counted failure.
