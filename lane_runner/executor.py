@@ -22,6 +22,7 @@ from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.router import Route, RoutingError, health
+from lane_runner.router.judge import structural_verdict
 from lane_runner.services import Services
 from providers import (
     Attempt,
@@ -355,8 +356,6 @@ class RunExecutor:
             verdict = self.s.judge.judge(task_context, result)
         except RoutingError as error:
             log.warning("judge unavailable (%s); falling back to the structural judge", error)
-            from lane_runner.router.judge import structural_verdict
-
             verdict = structural_verdict(result)
         return verdict.accepted, verdict.reason
 
