@@ -9,6 +9,7 @@ only carries them out, so each step here is an effect with a reason.
 from __future__ import annotations
 
 import logging
+import pwd
 import time
 import uuid
 from dataclasses import dataclass
@@ -307,7 +308,9 @@ class RunExecutor:
             resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
             env=worker_environment(
-                provider, None, {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV}
+                provider,
+                _home_of(self.s.cfg.worker_user),
+                {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV},
             ),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
@@ -426,6 +429,11 @@ class RunExecutor:
 
     def _report(self, step: str, reason: str, provider: str | None = None) -> RunReport:
         return RunReport(self.task.board, self.task.id, self.run.id, step, reason, provider)
+
+
+def _home_of(user: str | None) -> Path | None:
+    """The worker user's own home: its CLI credentials live there, not in the runner's."""
+    return Path(pwd.getpwnam(user).pw_dir) if user else None
 
 
 def _recent_capacity_waits(runs: list[Run]) -> int:
