@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pwd
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -101,7 +102,21 @@ def write_result_schema(home: Home) -> Path:
     return path
 
 
+def check_worker_user(user: str | None) -> None:
+    """Refuse to start with a worker user that does not exist (every run would fail)."""
+    if user is None:
+        return
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        raise UsageError(
+            f"worker_user {user!r} does not exist: create it (useradd --system {user}) "
+            "or unset worker_user"
+        ) from None
+
+
 def build(cfg: Config, **overrides: Any) -> Services:
+    check_worker_user(cfg.worker_user)
     home = Home(cfg.home)
     home.ensure()
     router = make_router(cfg)

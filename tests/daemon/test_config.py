@@ -82,3 +82,12 @@ def test_config_show_with_a_bad_value_exits_2_naming_it(tmp_path: Path) -> None:
         "--home", str(tmp_path), "config", "show", env={"LANE_RUNNER_LEASE_TTL": "soon"}
     )
     assert result.returncode == 2 and "lease_ttl" in result.stderr and result.stdout == ""
+
+
+def test_a_worker_user_that_does_not_exist_stops_the_daemon_at_start(tmp_path: Path) -> None:
+    result = run_cli(
+        "--home", str(tmp_path), "recover", env={"LANE_RUNNER_WORKER_USER": "no-such-user-x"}
+    )
+    assert (
+        result.returncode == 2 and "no-such-user-x" in result.stderr and "useradd" in result.stderr
+    )
