@@ -198,6 +198,9 @@ KEYS: tuple[Key, ...] = (
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),
     Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
+    Key("retention_days", _number(0.01, 3650), 30.0, "journal artifacts older than this go"),
+    Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),
+    Key("retention_bytes", _integer(1 << 20, 1 << 42), 128 << 20, "journal bytes kept per board"),
     Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
     Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
 )

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from journal import RetentionPolicy
 from lane_runner import config as configuration
 from lane_runner import logs, metrics, recovery, status
 from lane_runner.board.base import BoardUnavailable
@@ -144,7 +145,7 @@ class Daemon:
             if self.timers["rescue"].ready(now):
                 recovery.rescue_expired(self.services, self._active_run_ids())
             if self.timers["gc"].ready(now):
-                self.services.journal.collect()
+                self.services.journal.collect(policy=self._retention())
             self._claim()
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
             self.timers["claim"].restart(now)
@@ -193,6 +194,14 @@ class Daemon:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
         metrics.recovered(report)
         self.pending_finalizations = recovery.RecoveryResult(report).pending_left
+
+    def _retention(self) -> RetentionPolicy:
+        cfg = self.services.cfg
+        return RetentionPolicy(
+            max_age_seconds=cfg.retention_days * 86400,
+            max_count=cfg.retention_count,
+            max_bytes=cfg.retention_bytes,
+        )
 
     def _claim(self) -> None:
         free = min(self.services.cfg.concurrency, MAX_SLOTS) - len(self.workers)
