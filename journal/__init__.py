@@ -11,20 +11,22 @@ What one accepted result costs in fsyncs, and why each one is needed:
   2. the board directory, after the rename: otherwise the new name itself can
      vanish, and "durable on return" would be a lie.
 
-``finalize`` (pending → committed or conflict) -- 6
+``finalize`` (pending → committed or conflict) -- 4
   1-2. prepared evidence: data, then directory, for the same two reasons; the
        evidence must exist durably before the board is asked, because recovery
        replays prepared evidence first and in the order it became durable;
   (the board commit: its own transaction and durability)
   3-4. committed (or conflict) record: data, then directory -- this must be
        durable before anything that could replay the result disappears, or a
-       crash could leave neither the pending record nor the board's answer;
-  5. retiring the prepared evidence: directory, after rename-aside + unlink;
-  6. retiring the pending inode: directory, so that once finalize returns the
-     pending record is gone for good (a lost removal would only cause an
-     idempotent replay, but ``has_pending`` would answer wrongly meanwhile).
+       crash could leave neither the pending record nor the board's answer.
+  Retiring the prepared evidence and the pending inode costs no fsync: once the
+  board's answer is durable, either entry coming back after a power loss (or a
+  half-done retirement left under its staging name) replays into the same answer
+  -- the exact-run guard says "already done by this run" -- and recovery runs
+  before anything asks ``has_pending``. Their removal becomes durable with the
+  directory's next fsync.
 
-So 8 per accepted result; plus 1 (the lanes root) the first time a board
+So 6 per accepted result; plus 1 (the lanes root) the first time a board
 directory is created, and 1 per quarantine diagnostic and retirement in
 recovery. With the link + unlink fallback for rename-no-replace the count is
 the same: one directory fsync covers both entry changes.

@@ -138,8 +138,11 @@ def finalize_pinned(
     )
     try:
         outcome = settle(bd, record, answer)
-        retire(bd.fs, bd.fd, prepared_name, prepared)
-        retire(bd.fs, bd.fd, pending.name, pending.stat)
+        # Once the board's answer is durable here (committed or conflict record), a
+        # pending or prepared entry that came back after a power loss only replays
+        # into the same answer: the removals need no fsync of their own.
+        retire(bd.fs, bd.fd, prepared_name, prepared, durable=False)
+        retire(bd.fs, bd.fd, pending.name, pending.stat, durable=False)
     except (OSError, EvidenceConflict) as error:
         # The board has answered; the pending record (or prepared evidence) is still on
         # disk, so recovery replays it and the exact-run guard answers the same again.

@@ -32,10 +32,18 @@ class Retirement(enum.StrEnum):
 
 
 def retire(
-    fs: FS, dir_fd: int, name: str, inspected: os.stat_result, origin: str | None = None
+    fs: FS,
+    dir_fd: int,
+    name: str,
+    inspected: os.stat_result,
+    origin: str | None = None,
+    *,
+    durable: bool = True,
 ) -> Retirement:
-    """Remove ``name`` if and only if it still is the ``inspected`` inode; durable on return.
+    """Remove ``name`` if and only if it still is the ``inspected`` inode.
 
+    Durable on return unless ``durable`` is False: the caller then accepts that a
+    power loss may bring the entry back (which must be harmless: see commit.py).
     ``origin`` is the canonical name the staging name binds to (defaults to ``name``).
     """
     try:
@@ -50,7 +58,8 @@ def retire(
     moved = fs.lstat(dir_fd, staged)
     if same_inode(moved, inspected):
         fs.unlink(dir_fd, staged)
-        fs.fsync(dir_fd)
+        if durable:
+            fs.fsync(dir_fd)
         return Retirement.RETIRED
     try:
         fs.rename_noreplace(dir_fd, staged, dir_fd, name)

@@ -18,7 +18,7 @@ from bench.work import durable_write
 from journal import CommitResult, Journal, TerminalRecord
 
 LATENCY_TARGET = 3.0
-DOCUMENTED_FSYNCS = {"write_pending": 2, "finalize": 6}  # journal/__init__.py
+DOCUMENTED_FSYNCS = {"write_pending": 2, "finalize": 4}  # journal/__init__.py
 RESULT = {
     "status": "completed",
     "summary": "bench",

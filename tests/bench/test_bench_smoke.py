@@ -29,7 +29,7 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
         "Supervision with",
     ):
         assert f"## {title}" in text
-    assert "8 counted, 8 documented" in text  # the fsync count matches the docstring
+    assert "6 counted, 6 documented" in text  # the fsync count matches the docstring
     plots = sorted(path.name for path in (tmp_path / "bench" / "plots").iterdir())
     assert plots == ["dispatch.png", "recovery.png", "streaming.png", "throughput.png"]
     assert all(

@@ -157,7 +157,9 @@ def test_power_loss_at_every_operation(
         scenario,
         lambda n, lanes: CrashFS(lanes, n, tear=tear, force_link_fallback=fallback),
         act,
-        after=lambda fs: fs.restore() if fs.fired else None,  # type: ignore[attr-defined]
+        # The last round runs to completion and then loses power: what finalize or
+        # recovery left unsynced (the retirements) must be harmless too.
+        after=lambda fs: fs.restore(),  # type: ignore[attr-defined]
     )
 
 
