@@ -12,8 +12,7 @@ import pytest
 
 from journal import Journal
 from lane_runner.board.model import Outcome, Status
-
-from .conftest import BOARD, Lane
+from tests.harness import BOARD, Lane
 
 UNFINISHED = {"pending", "prepared", "staging"}
 

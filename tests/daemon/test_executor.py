@@ -13,8 +13,7 @@ from lane_runner import config
 from lane_runner.board.model import NewTask, Outcome, Status
 from lane_runner.executor import RunExecutor
 from lane_runner.services import Services, build
-
-from .conftest import BOARD, Lane
+from tests.harness import BOARD, Lane
 
 
 class FullDisk(LinuxFS):

@@ -14,7 +14,7 @@ import orjson
 
 from journal import Journal
 from lane_runner.status import status_path
-from tests.daemon.conftest import BOARD, Lane
+from tests.harness import BOARD, Lane
 
 RESULT = {
     "status": "completed",

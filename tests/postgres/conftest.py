@@ -32,6 +32,7 @@ from lane_runner.board.model import NewTask, Outcome, Status, Task
 from lane_runner.board.postgres import PostgresBoard, PostgresStore
 from lane_runner.home import Home
 from lane_runner.leftovers import find as find_workers
+from tests.harness import git, toml_value
 
 BOARD = "shared"
 WORKSPACE = "repo"  # relative: each pod's daemon runs in its own directory
@@ -45,23 +46,6 @@ POD_CONFIG: dict[str, object] = {
     "cooldown_base": 0.3,
     "cooldown_max": 1.0,
 }
-
-
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
 
 
 class Partition:

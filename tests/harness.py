@@ -1,0 +1,166 @@
+"""A real daemon in a real subprocess on a real home: the harness the end-to-end tests share.
+
+The daemon, operator and PostgreSQL tests import from here; their conftests
+expose the ``lane`` fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lane_runner.board.model import NewTask, Run, Status, Task
+from lane_runner.board.sqlite import SqliteBoard, SqliteStore
+from lane_runner.home import Home
+from lane_runner.leftovers import find as find_workers
+
+BOARD = "work"
+FAST_CONFIG = {
+    "simulate": True,
+    "concurrency": 4,
+    "lease_ttl": 30.0,
+    "heartbeat_interval": 0.2,
+    "stall_timeout": 20.0,
+    "shutdown_grace": 1.0,
+    "cooldown_base": 0.3,
+    "cooldown_max": 1.0,
+}
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+@dataclass
+class Lane:
+    """A home with a board and a git repository, and a daemon to run against it."""
+
+    root: Path
+    config: dict[str, object] = field(default_factory=lambda: dict(FAST_CONFIG))
+    daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.home = Home(self.root)
+        self.home.ensure()
+        self.repo = self.root / "repo"
+        self.repo.mkdir()
+        git("init", "-q", "-b", "main", cwd=self.repo)
+        (self.repo / "README").write_text("x\n")
+        git("add", ".", cwd=self.repo)
+        git("commit", "-qm", "init", cwd=self.repo)
+        self.control = self.root / "sim-control.json"
+        self.set_capacity({})
+        self.store = SqliteStore(self.home.boards)
+        self.store.create_board(BOARD)
+        self.write_config()
+
+    @property
+    def board(self) -> SqliteBoard:
+        return self.store.board(BOARD)
+
+    def write_config(self, **changes: object) -> None:
+        self.config.update(changes)
+        text = "".join(f"{key} = {toml_value(value)}\n" for key, value in self.config.items())
+        (self.root / "config.toml").write_text(text)
+
+    def set_capacity(self, scenarios: dict[str, str]) -> None:
+        """Flip the simulators' behaviour from outside while the daemon runs."""
+        temporary = self.control.with_suffix(".tmp")
+        temporary.write_bytes(orjson.dumps(scenarios))
+        temporary.replace(self.control)
+
+    def add(self, title: str, body: str = "", assignee: str = "cli-auto", **extra: object) -> Task:
+        new = NewTask(title=title, body=body, assignee=assignee, workspace=str(self.repo), **extra)  # type: ignore[arg-type]
+        return self.board.add_task(new)
+
+    def environ(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "IS_SANDBOX": "1",  # CI runs as root; see providers' root guard
+            "LANE_RUNNER_SIM_CONTROL": str(self.control),
+        }
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
+            env=self.environ(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.root / "daemon.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
+            env=self.environ(),
+            stdout=log,
+            stderr=log,
+        )
+        self.daemons.append(process)
+        return process
+
+    def tasks(self) -> list[Task]:
+        return self.board.list_tasks()
+
+    def wait(self, condition: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.05)
+        log = (self.root / "daemon.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(
+            f"timed out waiting for {what or condition}\n--- daemon log ---\n{log}"
+        )
+
+    def all_done(self) -> bool:
+        return all(task.status is Status.DONE for task in self.tasks())
+
+    def runs(self, task_id: str) -> list[Run]:
+        return self.board.runs(task_id)
+
+    def node(self) -> str:
+        return self.home.node_id()
+
+    def live_workers(self) -> list[int]:
+        return find_workers(self.node())
+
+    def stop_all(self) -> None:
+        for process in self.daemons:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+
+
+@pytest.fixture
+def lane(tmp_path: Path) -> Iterator[Lane]:
+    harness = Lane(tmp_path / "home")
+    yield harness
+    harness.stop_all()
+    for pid in find_workers(harness.node()):
+        os.kill(pid, signal.SIGKILL)
+    harness.store.close()
