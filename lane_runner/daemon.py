@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from journal import RetentionPolicy
 from lane_runner import config as configuration
@@ -89,13 +90,15 @@ class Daemon:
         home_lock = HomeLock(self.cfg.home / "runner.lock", "daemon")
         with home_lock:
             self.services = build(self.cfg)
+            previous = self._install_signals()
             try:
                 return self._serve()
             finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
                 self.services.close()
 
     def _serve(self) -> int:
-        self._install_signals()
         result = recovery.recover(self.services)
         metrics.recovered(result.journal)
         self.pending_finalizations = result.pending_left
@@ -118,10 +121,14 @@ class Daemon:
             self._shutdown()
         return 0
 
-    def _install_signals(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGHUP, self._on_reload)
+    def _install_signals(self) -> dict[int, Any]:
+        """Install the daemon's handlers; returns the previous ones for ``serve`` to restore."""
+        handlers = {
+            signal.SIGTERM: self._on_stop,
+            signal.SIGINT: self._on_stop,
+            signal.SIGHUP: self._on_reload,
+        }
+        return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
 
     def _on_stop(self, signum: int, frame: object) -> None:
         log.info("signal %s: stop claiming, finish or hand back running work", signum)
