@@ -36,10 +36,22 @@ def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def branch_name(board: str, task_id: str) -> str:
     """``lane/<board>/<task>``, or a hashed form when git would refuse that name."""
     name = f"lane/{board}/{task_id}"
-    if _git("check-ref-format", "--branch", name, cwd=Path("/")).returncode == 0:
+    if git_accepts(name):
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
     return f"lane/{board.strip('.-') or 'board'}/task-{digest}"
+
+
+def git_accepts(name: str) -> bool:
+    """git's branch-name rules, for names built from board and task ids.
+
+    Those ids hold only ``[A-Za-z0-9_.-]``, so of ``git check-ref-format``'s rules
+    only the ones about dots can bite (a test holds this against git itself).
+    """
+    parts_ok = all(
+        part and not part.startswith(".") and not part.endswith(".lock") for part in name.split("/")
+    )
+    return parts_ok and ".." not in name and not name.endswith(".")
 
 
 def _toplevel(path: Path) -> Path | None:
@@ -49,6 +61,8 @@ def _toplevel(path: Path) -> Path | None:
 
 def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> Path:
     """The task's worktree, created on first use and reused after."""
+    if worktree.is_dir() and _toplevel(worktree) == worktree.resolve():
+        return worktree
     if not repository:
         raise WorkspaceError(
             "the task has no workspace: file it with --workspace PATH (a git repository)"
@@ -61,22 +75,27 @@ def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> 
         raise WorkspaceError(
             f"workspace {repository} is not a git repository: run 'git init' there and commit once"
         )
-    if worktree.is_dir() and _toplevel(worktree) == worktree.resolve():
-        return worktree
     worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with FileLock(lock):
-        _git("worktree", "prune", cwd=top)
-        exists = _git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=top)
-        if exists.returncode == 0:
-            result = _git("worktree", "add", str(worktree), branch, cwd=top)
-        else:
-            result = _git("worktree", "add", "-b", branch, str(worktree), cwd=top)
+        result = _add(top, worktree, branch)
+        if result.returncode != 0:
+            # A worktree deleted by hand is still registered (and holds its branch).
+            _git("worktree", "prune", cwd=top)
+            result = _add(top, worktree, branch)
     if result.returncode != 0:
         raise WorkspaceError(
             f"cannot create a worktree of {top}: {result.stderr.strip()} "
             "(the repository needs at least one commit)"
         )
     return worktree
+
+
+def _add(top: Path, worktree: Path, branch: str) -> subprocess.CompletedProcess[str]:
+    """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
+    result = _git("worktree", "add", "-b", branch, str(worktree), cwd=top)
+    if result.returncode != 0 and "a branch named" in result.stderr:
+        result = _git("worktree", "add", str(worktree), branch, cwd=top)
+    return result
 
 
 def handoff(worktree: Path, prior_output: str, tail_chars: int = 4000) -> str:

@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lane_runner import workspace
 
@@ -104,3 +106,16 @@ def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> Non
     text = workspace.handoff(target, "x" * 10_000 + "last words")
     assert "M README" in text and "README" in text.split("diff summary:")[1]
     assert text.rstrip().endswith("last words") and len(text) < 6000
+
+
+ID = st.text(alphabet="ab.-_1", min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
+
+
+@settings(max_examples=80, deadline=None)
+@given(board=ID, task=ID)
+def test_the_branch_rule_agrees_with_git_itself(board: str, task: str) -> None:
+    name = f"lane/{board}/{task}"
+    git_says = subprocess.run(
+        ["git", "check-ref-format", "--branch", name], capture_output=True, check=False
+    )
+    assert workspace.git_accepts(name) == (git_says.returncode == 0), name
