@@ -143,8 +143,8 @@ class Daemon:
     def _tick(self) -> None:
         now = time.monotonic()
         healthy = True
-        self._reap()
         try:
+            self._reap()
             if self.reload_requested:
                 self._reload()
             if self.timers["replay"].ready(now) and self.pending_finalizations:
@@ -156,11 +156,11 @@ class Daemon:
             self._claim()
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
             self.timers["claim"].restart(now)
+            self._publish(now)
         except Exception:  # noqa: BLE001 - the loop outlives any one failure; the watchdog notices
             log.exception("daemon loop iteration failed; retrying")
             healthy = False
         self._notify(healthy, now)
-        self._publish(now)
 
     def _reap(self) -> None:
         for future in [f for f in self.workers if f.done()]:

@@ -70,10 +70,8 @@ def _complete_lines(handle: BinaryIO, carry: bytes) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
-def _follow(path: Path, raw: bool) -> Iterator[None]:
-    """Print what is appended; a rotation (new inode) reopens the new live file."""
-    handle = path.open("rb")
-    handle.seek(0, os.SEEK_END)
+def _follow(path: Path, handle: BinaryIO, raw: bool) -> Iterator[None]:
+    """Print what is appended after ``handle``'s position; a rotation reopens the live file."""
     carry = b""
     try:
         while True:
@@ -96,12 +94,19 @@ def _follow(path: Path, raw: bool) -> Iterator[None]:
 def show_logs(args: argparse.Namespace) -> int:
     home = Home(load_config(args).home)
     path = log_path(home, args.task, args.board)
-    for part in parts(path):
+    *rotated, _live = parts(path)
+    for part in rotated:
         _emit(part.read_bytes(), args.raw)
-    if args.follow:
-        try:
-            for _ in _follow(path, args.raw):
-                pass
-        except KeyboardInterrupt:
-            return 0
+    # The live file is printed and followed through one handle, so nothing written
+    # between printing it and following it can slip through.
+    live = path.open("rb")
+    if not args.follow:
+        with live:
+            _emit(live.read(), args.raw)
+        return 0
+    try:
+        for _ in _follow(path, live, args.raw):
+            pass
+    except KeyboardInterrupt:
+        return 0
     return 0
