@@ -29,15 +29,9 @@ class TaskSpec(TypedDict):
     prompt: str
 
 
-def run_cli_task(spec: TaskSpec) -> dict[str, Any]:
-    with _WORKTREE_LOCK:
-        subprocess.run(
-            ["git", "worktree", "add", "-q", "-b", spec["branch"], spec["worktree"]],
-            cwd=spec["repo"],
-            check=True,
-            capture_output=True,
-        )
-    argv = [
+def codex_argv(spec: TaskSpec) -> list[str]:
+    """The simulated codex, invoked with the runner's argv shape (prompt on stdin)."""
+    return [
         spec["codex"],
         "--dangerously-bypass-approvals-and-sandbox",
         "exec",
@@ -54,6 +48,17 @@ def run_cli_task(spec: TaskSpec) -> dict[str, Any]:
         spec["worktree"],
         "-",
     ]
+
+
+def run_cli_task(spec: TaskSpec) -> dict[str, Any]:
+    with _WORKTREE_LOCK:
+        subprocess.run(
+            ["git", "worktree", "add", "-q", "-b", spec["branch"], spec["worktree"]],
+            cwd=spec["repo"],
+            check=True,
+            capture_output=True,
+        )
+    argv = codex_argv(spec)
     subprocess.run(
         argv,
         input=spec["prompt"].encode(),

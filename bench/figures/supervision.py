@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.figures.throughput import Workbench
 from bench.result import Check, Figure, median, ms, ratio
 from bench.scale import Scale
+from bench.work import codex_argv
 from lane_runner import leftovers
 from providers import codex
 from providers.reading import Reading
@@ -41,19 +42,7 @@ _SLEEPERS = (
 def supervised_run(bench: Workbench, label: str) -> float:
     spec = bench.spec(label)
     Path(spec["worktree"]).mkdir(parents=True)
-    argv = [
-        spec["codex"],
-        "--dangerously-bypass-approvals-and-sandbox",
-        "exec",
-        "--json",
-        "-m",
-        "bench",
-        "-o",
-        spec["result_file"],
-        "-C",
-        spec["worktree"],
-        "-",
-    ]
+    argv = codex_argv(spec)
     reading = Reading()
     task_log = TaskLog(bench.root / f"{label}.log", 64 << 20)
     start = time.perf_counter()
