@@ -363,11 +363,13 @@ class RunExecutor:
         return verdict.accepted, verdict.reason
 
     def _record_health(self, provider: str, attempt: Attempt) -> None:
-        kind = attempt.classification.value
-        if kind in ("capacity", "auth"):
-            health.record_failure(self.s.home.provider_health, provider, kind, attempt.reason)
-        elif kind == "ok":
-            health.record_success(self.s.home.provider_health, provider)
+        directory = self.s.home.provider_health
+        if attempt.classification is Classification.CAPACITY:
+            health.record_failure(directory, provider, "capacity", attempt.reason)
+        elif attempt.classification is Classification.AUTH:
+            health.record_failure(directory, provider, "auth", attempt.reason)
+        elif attempt.classification is Classification.OK:
+            health.record_success(directory, provider)
 
     def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
         metadata = {
