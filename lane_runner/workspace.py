@@ -60,7 +60,11 @@ def _toplevel(path: Path) -> Path | None:
 
 
 def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> Path:
-    """The task's worktree, created on first use and reused after."""
+    """The task's worktree, created on first use and reused after.
+
+    The fresh path is one ``git worktree add``: what is wrong with a workspace is
+    only worked out once that fails, so a healthy task pays for no checks.
+    """
     if worktree.is_dir() and _toplevel(worktree) == worktree.resolve():
         return worktree
     if not repository:
@@ -70,31 +74,33 @@ def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> 
     source = Path(repository)
     if not source.is_dir():
         raise WorkspaceError(f"workspace {repository} does not exist or is not a directory")
-    top = _toplevel(source)
+    worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with FileLock(lock):
+        result = _add(source, worktree, branch)
+        if result.returncode == 0:
+            return worktree
+        top = _toplevel(source)
+        if top is not None:
+            # A worktree deleted by hand is still registered (and holds its branch).
+            _git("worktree", "prune", cwd=top)
+            result = _add(top, worktree, branch)
+    if result.returncode == 0:
+        return worktree
     if top is None:
         raise WorkspaceError(
             f"workspace {repository} is not a git repository: run 'git init' there and commit once"
         )
-    worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with FileLock(lock):
-        result = _add(top, worktree, branch)
-        if result.returncode != 0:
-            # A worktree deleted by hand is still registered (and holds its branch).
-            _git("worktree", "prune", cwd=top)
-            result = _add(top, worktree, branch)
-    if result.returncode != 0:
-        raise WorkspaceError(
-            f"cannot create a worktree of {top}: {result.stderr.strip()} "
-            "(the repository needs at least one commit)"
-        )
-    return worktree
+    raise WorkspaceError(
+        f"cannot create a worktree of {top}: {result.stderr.strip()} "
+        "(the repository needs at least one commit)"
+    )
 
 
-def _add(top: Path, worktree: Path, branch: str) -> subprocess.CompletedProcess[str]:
+def _add(source: Path, worktree: Path, branch: str) -> subprocess.CompletedProcess[str]:
     """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
-    result = _git("worktree", "add", "-b", branch, str(worktree), cwd=top)
+    result = _git("worktree", "add", "-b", branch, str(worktree.absolute()), cwd=source)
     if result.returncode != 0 and "a branch named" in result.stderr:
-        result = _git("worktree", "add", str(worktree), branch, cwd=top)
+        result = _git("worktree", "add", str(worktree.absolute()), branch, cwd=source)
     return result
 
 
