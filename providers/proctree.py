@@ -24,7 +24,6 @@ import select
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +42,32 @@ def become_subreaper() -> bool:
 
 
 def children(pid: int) -> set[int]:
-    """Direct children of ``pid`` (all its threads); empty once it is gone."""
+    """Direct children of ``pid`` (all its threads); empty once it is gone.
+
+    Plain ``os`` calls: this runs at every tick of every supervised run and
+    walks each thread of the daemon when looking for orphans.
+    """
     found: set[int] = set()
     try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return found
     for task in tasks:
         try:
-            found.update(int(word) for word in (task / "children").read_text().split())
+            found.update(int(word) for word in _read(f"/proc/{pid}/task/{task}/children").split())
         except OSError:
             continue
     return found
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
 def _carries_token(pid: int, token: bytes) -> bool:
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        environ = _read(f"/proc/{pid}/environ")
     except OSError:
         return False
     return token in environ.split(b"\0")
@@ -68,10 +76,10 @@ def _carries_token(pid: int, token: bytes) -> bool:
 def _reaped(pidfd: int) -> bool:
     """The kernel shows ``Pid: -1`` for a pidfd whose process was already waited for."""
     try:
-        info = Path(f"/proc/self/fdinfo/{pidfd}").read_text()
+        info = _read(f"/proc/self/fdinfo/{pidfd}")
     except OSError:
         return False
-    return "\nPid:\t-1\n" in info
+    return b"\nPid:\t-1\n" in info
 
 
 def _exited(pidfd: int) -> bool:

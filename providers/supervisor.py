@@ -184,6 +184,7 @@ class Supervisor:
             stopped: tuple[Classification, str] | None = None
             exited_at: float | None = None
             give_up_at: float | None = None
+            refreshed = 0.0
             while selector.get_map():
                 now = time.monotonic()
                 if give_up_at is not None and now > give_up_at:
@@ -211,8 +212,12 @@ class Supervisor:
                     else:
                         self._lines(splitters[fd].feed(data), fd == stdout_fd, clocks)
                 self._log.flush()
-                if running:
+                if running and now - refreshed >= self._limits.tick:
+                    # Descendants are tracked as they appear, at most once a tick; orphans
+                    # of ones that died in between are re-parented to us and adopted by
+                    # their token when the tree is killed.
                     tree.refresh()
+                    refreshed = now
         return stopped
 
     def _check(self, clocks: Clocks, now: float) -> tuple[Classification, str] | None:
