@@ -121,7 +121,9 @@ class Lane:
         except FileNotFoundError:
             return ""
 
-    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+    def wait(
+        self, condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.005
+    ) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if self.daemon is not None and self.daemon.poll() is not None:
@@ -130,4 +132,4 @@ class Lane:
                 )
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}:\n{self.log_text()[-3000:]}")
-            time.sleep(0.005)
+            time.sleep(poll)

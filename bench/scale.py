@@ -13,6 +13,7 @@ class Scale:
     poll_interval: float
     concurrencies: tuple[int, ...]
     tasks_per_run: int
+    throughput_rounds: int
     journal_commits: int
     recovery_sizes: tuple[int, int]
     stream_bytes: int
@@ -28,6 +29,7 @@ FULL = Scale(
     poll_interval=5.0,
     concurrencies=(1, 4, 8),
     tasks_per_run=32,
+    throughput_rounds=3,
     journal_commits=200,
     recovery_sizes=(1_000, 10_000),
     stream_bytes=1 << 30,
@@ -43,6 +45,7 @@ SMOKE = Scale(
     poll_interval=0.5,
     concurrencies=(1, 2),
     tasks_per_run=3,
+    throughput_rounds=1,
     journal_commits=5,
     recovery_sizes=(10, 50),
     stream_bytes=4 << 20,
