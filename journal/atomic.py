@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from journal import names
 from journal.fs import FS
@@ -43,9 +44,17 @@ def is_abandoned(entry: names.EntryName) -> bool:
     return False
 
 
+@dataclass
+class _Temp:
+    name: str
+    created: os.stat_result
+    #: Renamed into place: nothing left to remove.
+    placed: bool = False
+
+
 @contextlib.contextmanager
-def _temp_file(fs: FS, dir_fd: int, data: bytes) -> Iterator[tuple[str, os.stat_result]]:
-    """A fully written, fsynced temp file; removed on the way out if still there."""
+def _temp_file(fs: FS, dir_fd: int, data: bytes) -> Iterator[_Temp]:
+    """A fully written, fsynced temp file; removed on the way out unless placed."""
     name = names.temp(os.urandom(8))
     with _in_flight_lock:
         _in_flight.add(name)
@@ -56,13 +65,14 @@ def _temp_file(fs: FS, dir_fd: int, data: bytes) -> Iterator[tuple[str, os.stat_
             while view:
                 view = view[fs.write(fd, view.tobytes()) :]
             fs.fsync(fd)
-            created = fs.fstat(fd)
+            temp = _Temp(name, fs.fstat(fd))
         finally:
             fs.close(fd)
         try:
-            yield name, created
+            yield temp
         finally:
-            _discard(fs, dir_fd, name)
+            if not temp.placed:
+                _discard(fs, dir_fd, name)
     finally:
         with _in_flight_lock:
             _in_flight.discard(name)
@@ -84,17 +94,19 @@ def write_new(fs: FS, dir_fd: int, name: str, data: bytes) -> os.stat_result | N
 
     Returns the stat of the created inode so the caller can later retire exactly it.
     """
-    with _temp_file(fs, dir_fd, data) as (temp, created):
+    with _temp_file(fs, dir_fd, data) as temp:
         try:
-            fs.rename_noreplace(dir_fd, temp, dir_fd, name)
+            fs.rename_noreplace(dir_fd, temp.name, dir_fd, name)
         except FileExistsError:
             return None
+        temp.placed = True
     fs.fsync(dir_fd)
-    return created
+    return temp.created
 
 
 def write_replace(fs: FS, dir_fd: int, name: str, data: bytes) -> None:
     """Durably replace (or create) ``name`` with ``data``."""
-    with _temp_file(fs, dir_fd, data) as (temp, _created):
-        fs.rename(dir_fd, temp, name)
+    with _temp_file(fs, dir_fd, data) as temp:
+        fs.rename(dir_fd, temp.name, name)
+        temp.placed = True
     fs.fsync(dir_fd)
