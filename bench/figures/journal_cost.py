@@ -41,7 +41,7 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     bare_dir.mkdir(parents=True)
     payload = TerminalRecord("work", "t0", 1, RESULT, "bench", {}).to_bytes()
     fsyncs = _split(fs, journal)  # also creates the board directory before timing
-    pending_times, commit_times, bare_times = [], [], []
+    pending_times, finalize_times, bare_times = [], [], []
     for index in range(scale.journal_commits):
         start = time.perf_counter()
         durable_write(bare_dir, f"r{index}.json", payload)
@@ -51,58 +51,65 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         written = time.perf_counter()
         journal.finalize("work", f"t{index}", index + 1, committed)
         pending_times.append(written - start)
-        commit_times.append(time.perf_counter() - start)
+        finalize_times.append(time.perf_counter() - written)
+    both_times = [p + f for p, f in zip(pending_times, finalize_times, strict=True)]
     bare = median(bare_times)
     figure = Figure(
         key="journal",
         title="Journal: fsyncs per committed task and commit latency",
         baseline="one bare write + fsync + rename + directory fsync of the same record",
         columns=["operation", "fsyncs", "documented", "p50 latency", "vs baseline"],
-        series={"bare": bare_times, "pending": pending_times, "commit": commit_times},
+        series={"bare": bare_times, "pending": pending_times, "commit": both_times},
     )
-    total = sum(fsyncs.values())
-    figure.rows = [
-        ["bare durable write (baseline)", "2", "—", ms(bare), "1.00×"],
-        [
-            "write_pending (result durable)",
-            str(fsyncs["write_pending"]),
-            str(DOCUMENTED_FSYNCS["write_pending"]),
-            ms(median(pending_times)),
-            ratio(median(pending_times), bare),
-        ],
-        [
-            "write_pending + finalize (committed)",
-            str(total),
-            str(sum(DOCUMENTED_FSYNCS.values())),
-            ms(median(commit_times)),
-            ratio(median(commit_times), bare),
-        ],
+    documented_total = sum(DOCUMENTED_FSYNCS.values())
+    timed = [
+        ("write_pending: accept (result durable)", fsyncs["write_pending"], "write_pending"),
+        ("finalize: the commit protocol of DESIGN §4.1", fsyncs["finalize"], "finalize"),
     ]
-    documented = fsyncs == DOCUMENTED_FSYNCS
+    figure.rows = [["bare durable write (baseline)", "2", "—", ms(bare), "1.00×"]]
+    for (label, counted, key), times in zip(timed, (pending_times, finalize_times), strict=True):
+        figure.rows.append(
+            [
+                label,
+                str(counted),
+                str(DOCUMENTED_FSYNCS[key]),
+                ms(median(times)),
+                ratio(median(times), bare),
+            ]
+        )
+    figure.rows.append(
+        [
+            "accept + commit (write_pending + finalize)",
+            str(sum(fsyncs.values())),
+            str(documented_total),
+            ms(median(both_times)),
+            ratio(median(both_times), bare),
+        ]
+    )
     figure.checks = [
         Check(
             "every fsync justified in journal/__init__.py",
-            f"{total} counted, {sum(DOCUMENTED_FSYNCS.values())} documented",
-            documented,
+            f"{sum(fsyncs.values())} counted, {documented_total} documented",
+            fsyncs == DOCUMENTED_FSYNCS,
         ),
-        Check(
-            "accepted result durable ≤ 3 × baseline",
-            ratio(median(pending_times), bare),
-            median(pending_times) <= LATENCY_TARGET * bare,
-        ),
-        Check(
-            "fully committed ≤ 3 × baseline",
-            ratio(median(commit_times), bare),
-            median(commit_times) <= LATENCY_TARGET * bare,
-        ),
+        _within("accept (write_pending)", pending_times, bare),
+        _within("commit protocol (finalize, §4.1)", finalize_times, bare),
+        _within("accept + commit", both_times, bare),
     ]
     figure.notes.append(
-        f"{scale.journal_commits} commits; the board callback answers at once. A result is "
-        "safe once write_pending returns (the daemon reports it accepted); finalize then moves "
-        "it through prepared evidence to committed with 3 more atomic writes/removals, each "
-        "needed for a guarantee listed in journal/__init__.py."
+        f"{scale.journal_commits} commits; the board callback answers at once. DESIGN §4.1 "
+        "names finalize the commit protocol: prepared evidence, the board commit, the "
+        "committed record. A result is safe once write_pending returns (the daemon reports it "
+        "accepted); accept + commit writes three durable documents, each needed for a "
+        "guarantee listed in journal/__init__.py."
     )
     return figure
+
+
+def _within(what: str, times: list[float], bare: float) -> Check:
+    return Check(
+        f"{what} ≤ 3 × baseline", ratio(median(times), bare), median(times) <= LATENCY_TARGET * bare
+    )
 
 
 def _split(fs: CountingFS, journal: Journal) -> dict[str, int]:
