@@ -2,8 +2,11 @@
 
 ``FaultyFS`` fails the Nth operation with an errno; ``KillFS`` SIGKILLs its own
 process at operation N; ``CrashFS`` simulates power loss at operation N by
-rebuilding the directory tree from what was fsynced (``drop``), or with every
-directory change kept but unsynced file data torn in half (``tear``).
+rebuilding the directory tree from what was fsynced (``drop``), with every
+directory change kept but unsynced file data torn in half (``tear``), or with
+unsynced removals kept but unsynced additions lost (``reorder``): POSIX orders
+nothing between directory changes no fsync separated, and this is the worst
+subset for "nothing lost" (a rename there leaves neither name).
 """
 
 from __future__ import annotations
@@ -200,10 +203,14 @@ class CrashFS(CountingFS):
     so its number cannot be reused and its durable bytes stay attributable.
     """
 
-    def __init__(self, root: Path, at: int, *, tear: bool, force_link_fallback: bool = False):
+    MODES = ("drop", "tear", "reorder")
+
+    def __init__(self, root: Path, at: int, *, mode: str, force_link_fallback: bool = False):
         super().__init__(at, force_link_fallback=force_link_fallback)
+        assert mode in self.MODES
         self.root = root.resolve()
-        self.tear = tear
+        self.tear = mode == "tear"
+        self.reorder = mode == "reorder"
         self.durable_dirs: dict[str, dict[str, tuple[int, bool]]] = {}
         self.durable_data: dict[int, bytes] = {}
         self.mtimes: dict[int, int] = {}
@@ -255,12 +262,14 @@ class CrashFS(CountingFS):
 
     def _rebuild(self, folder: str, target: Path) -> None:
         target.mkdir(mode=0o700)
+        current = {e.name: (e.inode(), e.is_dir(follow_symlinks=False)) for e in os.scandir(folder)}
+        durable = self.durable_dirs.get(folder, {})
         if self.tear:
-            listing = {
-                e.name: (e.inode(), e.is_dir(follow_symlinks=False)) for e in os.scandir(folder)
-            }
+            listing = current
+        elif self.reorder:
+            listing = {name: entry for name, entry in durable.items() if name in current}
         else:
-            listing = self.durable_dirs.get(folder, {})
+            listing = durable
         for name, (ino, is_dir) in listing.items():
             if is_dir:
                 self._rebuild(os.path.join(folder, name), target / name)

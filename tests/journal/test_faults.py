@@ -110,7 +110,7 @@ def commit_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
 
 @pytest.fixture(scope="module")
 def recovery_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
-    runs = {7: "pending", 8: "prepared", 9: "staged"}
+    runs = {7: "pending", 8: "prepared", 9: "staged", 10: "pending", 11: "pending"}
     return Scenario(tmp_path_factory.mktemp("recovery-template"), runs)
 
 
@@ -141,21 +141,21 @@ def test_io_error_at_every_operation_of_a_recovery(
     assert steps > 50
 
 
-@pytest.mark.parametrize("tear", [False, True], ids=["drop-unsynced", "tear-unsynced"])
+@pytest.mark.parametrize("mode", CrashFS.MODES, ids=[f"{mode}-unsynced" for mode in CrashFS.MODES])
 @pytest.mark.parametrize("act", [finalize_run_7, recover_all], ids=["commit", "recovery"])
 def test_power_loss_at_every_operation(
     tmp_path: Path,
     commit_scenario: Scenario,
     recovery_scenario: Scenario,
     fallback: bool,
-    tear: bool,
+    mode: str,
     act: Callable[[Journal, SqliteBoard], None],
 ) -> None:
     scenario = commit_scenario if act is finalize_run_7 else recovery_scenario
     every_step(
         tmp_path,
         scenario,
-        lambda n, lanes: CrashFS(lanes, n, tear=tear, force_link_fallback=fallback),
+        lambda n, lanes: CrashFS(lanes, n, mode=mode, force_link_fallback=fallback),
         act,
         # The last round runs to completion and then loses power: what finalize or
         # recovery left unsynced (the retirements) must be harmless too.
@@ -195,16 +195,16 @@ def test_healthy_paths_count_their_operations(tmp_path: Path, commit_scenario: S
     assert isinstance(fs, LinuxFS)
 
 
-@pytest.mark.parametrize("tear", [False, True], ids=["drop-unsynced", "tear-unsynced"])
+@pytest.mark.parametrize("mode", CrashFS.MODES, ids=[f"{mode}-unsynced" for mode in CrashFS.MODES])
 def test_power_loss_while_writing_pending_never_loses_a_returned_write(
-    tmp_path: Path, commit_scenario: Scenario, fallback: bool, tear: bool
+    tmp_path: Path, commit_scenario: Scenario, fallback: bool, mode: str
 ) -> None:
     """Once ``write_pending`` returned, the record survives power loss; before, it may not."""
     for step in itertools.count(1):
         assert step < MAX_STEPS
         lanes, board = commit_scenario.copy(tmp_path / f"step-{step}")
         board.start("t1", 8)
-        fs = CrashFS(lanes, step, tear=tear, force_link_fallback=fallback)
+        fs = CrashFS(lanes, step, mode=mode, force_link_fallback=fallback)
         returned = False
         try:
             Journal(lanes, fs).write_pending(**pending_kwargs(run_id=8))
