@@ -89,10 +89,14 @@ def _discard(fs: FS, dir_fd: int, name: str) -> None:
         log.warning("could not remove temp file %s: %s", name, error)
 
 
-def write_new(fs: FS, dir_fd: int, name: str, data: bytes) -> os.stat_result | None:
+def write_new(
+    fs: FS, dir_fd: int, name: str, data: bytes, *, durable: bool = True
+) -> os.stat_result | None:
     """Durably create ``name`` holding ``data``; None (and no change) when it exists.
 
     Returns the stat of the created inode so the caller can later retire exactly it.
+    With ``durable`` False the data is fsynced but the new name is not: the caller
+    fsyncs the directory once for several entries before relying on any of them.
     """
     with _temp_file(fs, dir_fd, data) as temp:
         try:
@@ -100,7 +104,8 @@ def write_new(fs: FS, dir_fd: int, name: str, data: bytes) -> os.stat_result | N
         except FileExistsError:
             return None
         temp.placed = True
-    fs.fsync(dir_fd)
+    if durable:
+        fs.fsync(dir_fd)
     return temp.created
 
 

@@ -1,8 +1,10 @@
-"""Finalize one pending record: the commit protocol of DESIGN §4.1.
+"""Finalize pending records: the commit protocol of DESIGN §4.1.
 
 pending (pinned) → prepared evidence → board commit (the callback) →
 committed record, or conflict record → drop prepared → retire the pinned
-pending inode.
+pending inode. Recovery finalizes many records at once, so each durable step
+is taken for a whole batch with one directory fsync (a batch of one is the
+daemon's case).
 
 Nothing here removes the pending record before the board's answer is recorded
 durably in a committed or conflict record, so a crash at any point leaves
@@ -17,7 +19,8 @@ from __future__ import annotations
 import enum
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from journal import atomic, names
 from journal.lanes import BoardDir
@@ -55,13 +58,24 @@ class EvidenceConflict(Exception):
     """An evidence name already holds something other than the record being written."""
 
 
-def ensure_record(bd: BoardDir, name: str, record: TerminalRecord) -> os.stat_result:
-    """Durably create ``name`` holding ``record`` (no-replace), or accept an identical one.
+@dataclass(frozen=True)
+class Judged:
+    """A pending record pinned (held open by the caller) and judged valid."""
+
+    pending: Pinned
+    record: TerminalRecord
+
+
+def ensure_record(
+    bd: BoardDir, name: str, record: TerminalRecord, *, durable: bool = True
+) -> os.stat_result:
+    """Create ``name`` holding ``record`` (no-replace), or accept an identical one.
 
     Identical means a valid record of the same identity, state and digest; anything
-    else under that name raises EvidenceConflict. Returns the inode holding it.
+    else under that name raises EvidenceConflict. Returns the inode holding it. With
+    ``durable`` False the new name waits for the caller's directory fsync.
     """
-    created = atomic.write_new(bd.fs, bd.fd, name, record.to_bytes())
+    created = atomic.write_new(bd.fs, bd.fd, name, record.to_bytes(), durable=durable)
     if created is not None:
         return created
     existing = pin(bd.fs, bd.fd, name)
@@ -93,17 +107,25 @@ def call_board(commit: CommitFn, record: TerminalRecord) -> CommitResult:
         return CommitResult.PENDING
 
 
-def settle(bd: BoardDir, record: TerminalRecord, answer: CommitResult) -> FinalizeOutcome:
-    """Record the board's committed/stale answer durably as a committed or conflict record."""
+def settle(
+    bd: BoardDir, record: TerminalRecord, answer: CommitResult, *, durable: bool = True
+) -> FinalizeOutcome:
+    """Record the board's committed/stale answer as a committed or conflict record."""
     if answer is CommitResult.STALE:
         ensure_record(
             bd,
             names.conflict(record.task_id, record.run_id, record.digest),
             record.as_conflict(STALE_REASON),
+            durable=durable,
         )
         return FinalizeOutcome.CONFLICT
     try:
-        ensure_record(bd, names.committed(record.task_id, record.run_id), record.as_committed())
+        ensure_record(
+            bd,
+            names.committed(record.task_id, record.run_id),
+            record.as_committed(),
+            durable=durable,
+        )
     except EvidenceConflict as error:
         log.warning(
             "keeping %s/%s run %s as a conflict record: %s",
@@ -116,43 +138,91 @@ def settle(bd: BoardDir, record: TerminalRecord, answer: CommitResult) -> Finali
             bd,
             names.conflict(record.task_id, record.run_id, record.digest),
             record.as_conflict(DIFFERENT_COMMITTED_REASON),
+            durable=durable,
         )
     return FinalizeOutcome.COMMITTED
 
 
-def finalize_pinned(
-    bd: BoardDir, pending: Pinned, record: TerminalRecord, commit: CommitFn
-) -> FinalizeOutcome:
-    """Steps 3-5 of §4.1 for a pending record already pinned and judged valid."""
-    prepared_name = names.prepared(record.task_id, record.run_id, record.digest)
+def finalize_batch(
+    bd: BoardDir, batch: Sequence[Judged], commit: CommitFn
+) -> list[FinalizeOutcome]:
+    """Steps 3-5 of §4.1 for pending records already pinned and judged valid.
+
+    Every prepared evidence is durable before the board is asked about any of them,
+    and every committed or conflict record before any entry that could replay it is
+    retired: the order of one record at a time, with one directory fsync per step.
+    """
+    outcomes = [FinalizeOutcome.PENDING] * len(batch)
+    prepared = {index: stat for index, stat in _prepare(bd, batch)}
+    if not prepared or not _sync(bd, "prepared evidence; left pending for replay"):
+        return outcomes
+    settled: list[int] = []
+    for index in prepared:
+        record = batch[index].record
+        answer = call_board(commit, record)
+        if answer is CommitResult.PENDING:
+            continue
+        committed = answer is CommitResult.COMMITTED
+        outcomes[index] = FinalizeOutcome.COMMITTED if committed else FinalizeOutcome.CONFLICT
+        try:
+            outcomes[index] = settle(bd, record, answer, durable=False)
+        except (OSError, EvidenceConflict) as error:
+            _deferred(answer, batch[index].pending.name, error)
+            continue
+        settled.append(index)
+    if settled and _sync(bd, "the board's answers; bookkeeping deferred to recovery"):
+        for index in settled:
+            _retire_replayables(bd, batch[index], prepared[index])
+    return outcomes
+
+
+def _prepare(bd: BoardDir, batch: Sequence[Judged]) -> list[tuple[int, os.stat_result]]:
+    placed = []
+    for index, judged in enumerate(batch):
+        record = judged.record
+        name = names.prepared(record.task_id, record.run_id, record.digest)
+        try:
+            placed.append((index, ensure_record(bd, name, record.as_prepared(), durable=False)))
+        except (OSError, EvidenceConflict) as error:
+            log.warning("could not prepare %s; left pending for replay: %s", name, error)
+    return placed
+
+
+def _sync(bd: BoardDir, what: str) -> bool:
     try:
-        prepared = ensure_record(bd, prepared_name, record.as_prepared())
-    except (OSError, EvidenceConflict) as error:
-        log.warning("could not prepare %s; left pending for replay: %s", prepared_name, error)
-        return FinalizeOutcome.PENDING
-    answer = call_board(commit, record)
-    if answer is CommitResult.PENDING:
-        return FinalizeOutcome.PENDING
-    outcome = (
-        FinalizeOutcome.COMMITTED if answer is CommitResult.COMMITTED else FinalizeOutcome.CONFLICT
-    )
+        bd.fs.fsync(bd.fd)
+    except OSError as error:
+        log.warning("could not make durable %s: %s", what, error)
+        return False
+    return True
+
+
+def _retire_replayables(bd: BoardDir, judged: Judged, prepared: os.stat_result) -> None:
+    """Drop the prepared evidence and the pending inode, now that the answer is durable.
+
+    Their removals need no fsync of their own: either entry coming back after a power
+    loss only replays into the board's same answer.
+    """
+    record = judged.record
     try:
-        outcome = settle(bd, record, answer)
-        # Once the board's answer is durable here (committed or conflict record), a
-        # pending or prepared entry that came back after a power loss only replays
-        # into the same answer: the removals need no fsync of their own.
-        retire(bd.fs, bd.fd, prepared_name, prepared, durable=False)
-        retire(bd.fs, bd.fd, pending.name, pending.stat, durable=False)
-    except (OSError, EvidenceConflict) as error:
-        # The board has answered; the pending record (or prepared evidence) is still on
-        # disk, so recovery replays it and the exact-run guard answers the same again.
-        log.warning(
-            "board answered %s for %s but journal bookkeeping is deferred: %s",
-            answer,
-            pending.name,
-            error,
+        retire(
+            bd.fs,
+            bd.fd,
+            names.prepared(record.task_id, record.run_id, record.digest),
+            prepared,
+            durable=False,
         )
-    return outcome
+        retire(bd.fs, bd.fd, judged.pending.name, judged.pending.stat, durable=False)
+    except OSError as error:
+        log.warning("could not retire %s; recovery finishes it: %s", judged.pending.name, error)
+
+
+def _deferred(answer: CommitResult, name: str, error: Exception) -> None:
+    # The board has answered; the pending record (or prepared evidence) is still on
+    # disk, so recovery replays it and the exact-run guard answers the same again.
+    log.warning(
+        "board answered %s for %s but journal bookkeeping is deferred: %s", answer, name, error
+    )
 
 
 def finalize(bd: BoardDir, task_id: str, run_id: int, commit: CommitFn) -> FinalizeOutcome:
@@ -172,4 +242,4 @@ def finalize(bd: BoardDir, task_id: str, run_id: int, commit: CommitFn) -> Final
             record = judge(pinned.payload, RunIdentity(bd.board, task_id, run_id), State.PENDING)
         except Invalid:
             return FinalizeOutcome.INVALID
-        return finalize_pinned(bd, pinned, record, commit)
+        return finalize_batch(bd, [Judged(pinned, record)], commit)[0]

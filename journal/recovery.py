@@ -9,7 +9,8 @@ Per board, in this order -- each step may create what the next one consumes:
    anything else there is quarantined;
 2. prepared evidence, oldest first, is committed to the board and settled;
 3. pending records are judged (untrusted ones quarantined and their exact run
-   made retryable) and finalized;
+   made retryable) and finalized in batches of ``PENDING_BATCH``, one directory
+   fsync per durable step per batch (commit.finalize_batch);
 4. committed and conflict records and names that only resemble journal files
    are judged, and untrusted ones quarantined.
 
@@ -20,20 +21,22 @@ entry to the next pass and is reported; everything else goes on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from journal import atomic, names
 from journal.commit import (
     CommitFn,
     CommitResult,
     EvidenceConflict,
+    Judged,
     call_board,
     ensure_record,
-    finalize_pinned,
+    finalize_batch,
     settle,
 )
 from journal.fs import FS
@@ -46,8 +49,11 @@ from journal.retire import Retirement, retire
 log = logging.getLogger(__name__)
 
 RetryFn = Callable[[str, str, int, str], None]
+_T = TypeVar("_T")
 #: How often one pending name is re-judged when writers keep replacing it.
 _REPLACEMENT_ROUNDS = 4
+#: Pending records finalized together (each held open by a descriptor meanwhile).
+PENDING_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -147,27 +153,35 @@ def recover(fs: FS, lanes_root: Path, commit: CommitFn, make_retryable: RetryFn)
 
 
 def _recover_board(p: _Pass) -> None:
-    steps: list[tuple[set[names.Kind], Callable[[_Pass, names.EntryName], None]]] = [
-        ({names.Kind.TEMP}, _sweep_temp),
-        ({names.Kind.STAGING}, _recover_staging),
-        ({names.Kind.PREPARED}, _recover_prepared),
-        ({names.Kind.PENDING}, _recover_pending),
-        ({names.Kind.COMMITTED, names.Kind.CONFLICT, names.Kind.MALFORMED}, _check_settled),
-    ]
     # Settled records are listed before the pass writes any: the ones it writes itself
     # need no second reading (re-validating them was a third of recovery's time).
-    settled = p.listing(steps[-1][0])
-    for kinds, step in steps:
-        entries = settled if step is _check_settled else p.listing(kinds)
-        if names.Kind.PREPARED in kinds:
-            ordered = mtime_order(p.bd.fs, p.bd.fd, [entry.name for entry in entries])
-            entries = [names.parse(name) for name in ordered]
-        for entry in entries:
-            try:
-                step(p, entry)
-            except (OSError, EvidenceConflict) as error:
-                log.warning("recovery of %s/%s deferred: %s", p.bd.board, entry.name, error)
-                p.note(entry.name, "deferred", p.identity(entry), str(error))
+    settled = p.listing({names.Kind.COMMITTED, names.Kind.CONFLICT, names.Kind.MALFORMED})
+    _each(p, p.listing({names.Kind.TEMP}), _sweep_temp)
+    _each(p, p.listing({names.Kind.STAGING}), _recover_staging)
+    prepared = [entry.name for entry in p.listing({names.Kind.PREPARED})]
+    ordered = mtime_order(p.bd.fs, p.bd.fd, prepared)
+    _each(p, [names.parse(name) for name in ordered], _recover_prepared)
+    _recover_pending(p, p.listing({names.Kind.PENDING}))
+    _each(p, settled, _check_settled)
+
+
+def _each(
+    p: _Pass, entries: list[names.EntryName], step: Callable[[_Pass, names.EntryName], None]
+) -> None:
+    for entry in entries:
+        _deferring(p, entry, step)
+
+
+def _deferring(
+    p: _Pass, entry: names.EntryName, step: Callable[[_Pass, names.EntryName], _T]
+) -> _T | None:
+    """``step``'s result; an I/O error defers this entry to the next pass."""
+    try:
+        return step(p, entry)
+    except (OSError, EvidenceConflict) as error:
+        log.warning("recovery of %s/%s deferred: %s", p.bd.board, entry.name, error)
+        p.note(entry.name, "deferred", p.identity(entry), str(error))
+        return None
 
 
 def _sweep_temp(p: _Pass, entry: names.EntryName) -> None:
@@ -265,25 +279,35 @@ def _recover_prepared(p: _Pass, entry: names.EntryName) -> None:
         p.note(entry.name, str(outcome), identity)
 
 
-def _recover_pending(p: _Pass, entry: names.EntryName) -> None:
+def _recover_pending(p: _Pass, entries: list[names.EntryName]) -> None:
+    for start in range(0, len(entries), PENDING_BATCH):
+        with contextlib.ExitStack() as held:
+            batch: list[Judged] = []
+            for entry in entries[start : start + PENDING_BATCH]:
+                judged = _deferring(p, entry, _judge_pending)
+                if judged is not None:
+                    held.enter_context(judged.pending)
+                    batch.append(judged)
+            for judged, outcome in zip(batch, finalize_batch(p.bd, batch, p.commit), strict=True):
+                p.note(judged.pending.name, str(outcome), judged.record.identity)
+
+
+def _judge_pending(p: _Pass, entry: names.EntryName) -> Judged | None:
+    """The pending record pinned and valid (the caller closes it), or None once handled.
+
+    An untrusted one is quarantined and its exact run made retryable; when a writer
+    replaced the name meanwhile, the replacement is judged in turn.
+    """
     identity = p.identity(entry)
     assert identity is not None
     for _ in range(_REPLACEMENT_ROUNDS):
         pinned = pin(p.bd.fs, p.bd.fd, entry.name)
         if pinned is None:
-            return
+            return None
+        record, reason = _judged(pinned, identity)
+        if record is not None:
+            return Judged(pinned, record)
         with pinned:
-            reason = pinned.problem
-            if pinned.payload is not None:
-                try:
-                    record = judge(pinned.payload, identity, State.PENDING)
-                except Invalid as error:
-                    reason = error.reason
-                else:
-                    outcome = finalize_pinned(p.bd, pinned, record, p.commit)
-                    p.note(entry.name, str(outcome), identity)
-                    return
-            reason = reason or "untrusted"
             try:
                 retirement = p.quarantine(pinned, reason, identity)
             except OSError as error:
@@ -293,8 +317,19 @@ def _recover_pending(p: _Pass, entry: names.EntryName) -> None:
         # untrusted record must never hold its task hostage.
         p.retryable(identity, reason)
         if retirement not in (Retirement.REPLACED, Retirement.STRANDED):
-            return
+            return None
     p.note(entry.name, "deferred", identity, "the pending name keeps being replaced")
+    return None
+
+
+def _judged(pinned: Pinned, identity: RunIdentity) -> tuple[TerminalRecord | None, str]:
+    """The pending record, or why it may not be trusted."""
+    if pinned.payload is None:
+        return None, pinned.problem or "untrusted"
+    try:
+        return judge(pinned.payload, identity, State.PENDING), ""
+    except Invalid as error:
+        return None, error.reason
 
 
 def _check_settled(p: _Pass, entry: names.EntryName) -> None:
