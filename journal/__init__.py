@@ -28,8 +28,12 @@ What one accepted result costs in fsyncs, and why each one is needed:
 
 So 6 per accepted result; plus 1 (the lanes root) the first time a board
 directory is created, and 1 per quarantine diagnostic and retirement in
-recovery. With the link + unlink fallback for rename-no-replace the count is
-the same: one directory fsync covers both entry changes.
+recovery. Recovery finalizes pending records in batches (``finalize_batch``):
+each record's two documents still fsync their data, but the two directory
+fsyncs are taken once per batch, after every prepared evidence and after every
+committed or conflict record. With the link + unlink fallback for
+rename-no-replace the count is the same: one directory fsync covers both entry
+changes.
 """
 
 from journal.commit import CommitFn, CommitResult, FinalizeOutcome
