@@ -259,7 +259,7 @@ class RunExecutor:
             attempt = Attempt(Classification.FAILED, unusable, None, None, None, None, "")
             classification = decide.UNUSABLE
         else:
-            attempt = run_attempt(self._request(route, prompt, worktree, n, retry))
+            attempt = _storable(run_attempt(self._request(route, prompt, worktree, n, retry)))
             classification = attempt.classification.value
             self.state.started[provider] = True
             if attempt.session_id:
@@ -431,6 +431,13 @@ class RunExecutor:
 
     def _report(self, step: str, reason: str, provider: str | None = None) -> RunReport:
         return RunReport(self.task.board, self.task.id, self.run.id, step, reason, provider)
+
+
+def _storable(attempt: Attempt) -> Attempt:
+    """The provider's words as every board can store them (see ``rules.storable``)."""
+    attempt.structured = rules.storable(attempt.structured)
+    attempt.reason = rules.storable(attempt.reason)
+    return attempt
 
 
 def _home_of(user: str | None) -> Path | None:

@@ -19,6 +19,7 @@ from lane_runner.errors import UsageError
 from lane_runner.names import check_name, is_lane_assignee, parse_lane
 
 MAX_BODY_BYTES = 256 * 1024
+NUL, REPLACEMENT = "\x00", "\ufffd"
 RECLAIM_OUTCOMES = frozenset(
     {Outcome.RECLAIMED, Outcome.EXPIRED, Outcome.TIMED_OUT, Outcome.FAILED}
 )
@@ -29,11 +30,45 @@ def new_task_id() -> str:
     return f"t-{secrets.token_hex(4)}"
 
 
+def check_text(what: str, text: str) -> None:
+    """PostgreSQL text cannot hold NUL, so no backend takes it from a person."""
+    if NUL in text:
+        raise UsageError(f"the {what} contains a NUL character; remove it and try again")
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every NUL character in its strings (keys too) replaced by U+FFFD.
+
+    For text the runner writes on its own (worker results, provider messages): a
+    model may emit ``\\u0000``, and a board that refused it would leave the result
+    pending forever. Applied before the journal, so replays offer the same result.
+    """
+    if isinstance(value, str):
+        return value.replace(NUL, REPLACEMENT)
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    return value
+
+
+def checked_comment(body: str) -> str:
+    """``body`` if a person or the runner may post it, else UsageError (nothing is written)."""
+    if not body.strip():
+        raise UsageError("a comment needs some text")
+    if len(body.encode("utf-8")) > MAX_BODY_BYTES:
+        raise UsageError(f"a comment is limited to {MAX_BODY_BYTES // 1024} KiB")
+    check_text("comment", body)
+    return body
+
+
 def checked_task(new: NewTask) -> NewTask:
     """``new`` normalised, or UsageError naming the first bad field (nothing is written)."""
     title = new.title.strip()
     if not title:
         raise UsageError("a task needs a non-empty --title")
+    check_text("title", title)
+    check_text("body", new.body)
     size = len(new.body.encode("utf-8"))
     if size > MAX_BODY_BYTES:
         raise UsageError(

@@ -405,10 +405,7 @@ class SqliteBoard:
         return self._transaction(work, write=False)
 
     def comment(self, task_id: str, body: str, author: str = "operator") -> Comment:
-        if not body.strip():
-            raise UsageError("a comment needs some text")
-        if len(body.encode("utf-8")) > rules.MAX_BODY_BYTES:
-            raise UsageError(f"a comment is limited to {rules.MAX_BODY_BYTES // 1024} KiB")
+        rules.checked_comment(body)
 
         def work(connection: sqlite3.Connection) -> Comment:
             self._task(connection, task_id)

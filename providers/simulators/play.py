@@ -26,7 +26,7 @@ from typing import Any
 
 SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
-    "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal",
+    "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -157,6 +157,8 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
         out.write(f"turn {turn}: {first_line}\n")
     result.update(summary=f"simulated work done in turn {turn}", changed_files=[OUTPUT_FILE])
+    if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
+        result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
     return result
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lane_runner.board import rules
 from lane_runner.board.base import Board, Store
 from lane_runner.board.model import (
     BlockKind,
@@ -92,6 +93,8 @@ def test_parents_decide_todo_or_ready(board: Board) -> None:
         (NewTask(title="t", goal_turns=0), "goal turns"),
         (NewTask(title="t", max_runtime=-1), "max runtime"),
         (NewTask(title=""), "title"),
+        (NewTask(title="t", body="a\x00b"), "body contains a NUL"),
+        (NewTask(title="a\x00b"), "title contains a NUL"),
     ],
 )
 def test_bad_tasks_write_nothing(board: Board, new: NewTask, words: str) -> None:
@@ -381,6 +384,20 @@ def test_comments(board: Board) -> None:
     assert [c.body for c in board.comments("t", limit=2)] == ["two", "three"]
     with pytest.raises(UsageError):
         board.comment("t", "  ")
+    with pytest.raises(UsageError, match="comment contains a NUL"):
+        board.comment("t", "a\x00b")
+    assert len(board.comments("t")) == 3
+
+
+def test_a_result_made_storable_completes_on_every_backend(board: Board) -> None:
+    """A model's \\u0000 would make PostgreSQL refuse the result forever."""
+    board.add_task(NewTask(title="t", id="t", assignee="cli-codex-low"))
+    claim = board.claim(NODE, TTL, "cli-auto")
+    assert claim is not None
+    result = rules.storable({"summary": "a\x00b", "findings": ["\x00"], "k\x00": 1})
+    assert result == {"summary": "a\ufffdb", "findings": ["\ufffd"], "k\ufffd": 1}
+    assert board.complete(claim.run.id, result, result["summary"]) is CompleteOutcome.COMPLETED
+    assert board.get_task("t").result == result
 
 
 def test_events_after_id_and_across_tasks(board: Board) -> None:

@@ -114,3 +114,32 @@ def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
     assert (report.step, report.provider) == ("committed", "codex")
     notes = " ".join(c.body for c in lane.board.comments(task.id))
     assert "worker_user" in notes
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_nul_in_the_worker_answer_still_commits(
+    lane: Lane, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """PostgreSQL text cannot hold NUL: the answer is made storable before the journal."""
+    monkeypatch.setenv("IS_SANDBOX", "1")
+    environ = {}
+    if backend == "postgres":
+        environ["LANE_RUNNER_BOARD_URL"] = request.getfixturevalue("postgres_database")
+    built = build(config.load(lane.root, environ))
+    try:
+        if backend == "postgres":
+            built.store.create_board(BOARD)
+        board = built.store.board(BOARD)
+        new = NewTask(
+            title="nul", body="[sim:nul]", assignee="cli-codex-low", workspace=str(lane.repo)
+        )
+        task = board.add_task(new)
+        found = board.claim(built.node, 60, "cli-auto")
+        assert found is not None
+        assert RunExecutor(built, found).execute().step == "committed"
+        done = board.get_task(task.id)
+        assert done.status is Status.DONE and done.result is not None
+        assert done.result["summary"] == "done\ufffd with a NUL"
+        assert not built.journal.has_pending(BOARD, task.id, found.run.id)
+    finally:
+        built.close()
