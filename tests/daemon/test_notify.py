@@ -49,3 +49,17 @@ def test_watchdog_interval_is_half_the_usec_for_this_pid(monkeypatch: pytest.Mon
     assert Notifier("").watchdog_interval == 10.0
     monkeypatch.setenv("WATCHDOG_PID", "1")
     assert Notifier("").watchdog_interval is None
+
+
+def test_doctor_passes_a_socket_that_listens_and_fails_one_that_does_not(
+    listener, tmp_path: Path
+) -> None:
+    from lane_runner import doctor
+
+    path, sock = listener
+    (passed,) = doctor.notify_check(Notifier(str(path)))
+    assert passed.level is doctor.Level.PASS
+    assert sock.recv(4096) == b"STATUS=lane-runner doctor"
+    (failed,) = doctor.notify_check(Notifier(str(tmp_path / "nobody.sock")))
+    assert failed.level is doctor.Level.FAIL and "NotifyAccess" in failed.fix
+    assert doctor.notify_check(Notifier("")) == []
