@@ -153,7 +153,7 @@ def finalize_batch(
     retired: the order of one record at a time, with one directory fsync per step.
     """
     outcomes = [FinalizeOutcome.PENDING] * len(batch)
-    prepared = {index: stat for index, stat in _prepare(bd, batch)}
+    prepared = _prepare(bd, batch)
     if not prepared or not _sync(bd, "prepared evidence; left pending for replay"):
         return outcomes
     settled: list[int] = []
@@ -167,7 +167,14 @@ def finalize_batch(
         try:
             outcomes[index] = settle(bd, record, answer, durable=False)
         except (OSError, EvidenceConflict) as error:
-            _deferred(answer, batch[index].pending.name, error)
+            # The board has answered; the pending record (or prepared evidence) is still
+            # on disk, so recovery replays it and the exact-run guard answers the same.
+            log.warning(
+                "board answered %s for %s but journal bookkeeping is deferred: %s",
+                answer,
+                batch[index].pending.name,
+                error,
+            )
             continue
         settled.append(index)
     if settled and _sync(bd, "the board's answers; bookkeeping deferred to recovery"):
@@ -176,13 +183,14 @@ def finalize_batch(
     return outcomes
 
 
-def _prepare(bd: BoardDir, batch: Sequence[Judged]) -> list[tuple[int, os.stat_result]]:
-    placed = []
+def _prepare(bd: BoardDir, batch: Sequence[Judged]) -> dict[int, os.stat_result]:
+    """The prepared evidence of each record that could be written, by batch index."""
+    placed = {}
     for index, judged in enumerate(batch):
         record = judged.record
         name = names.prepared(record.task_id, record.run_id, record.digest)
         try:
-            placed.append((index, ensure_record(bd, name, record.as_prepared(), durable=False)))
+            placed[index] = ensure_record(bd, name, record.as_prepared(), durable=False)
         except (OSError, EvidenceConflict) as error:
             log.warning("could not prepare %s; left pending for replay: %s", name, error)
     return placed
@@ -215,14 +223,6 @@ def _retire_replayables(bd: BoardDir, judged: Judged, prepared: os.stat_result) 
         retire(bd.fs, bd.fd, judged.pending.name, judged.pending.stat, durable=False)
     except OSError as error:
         log.warning("could not retire %s; recovery finishes it: %s", judged.pending.name, error)
-
-
-def _deferred(answer: CommitResult, name: str, error: Exception) -> None:
-    # The board has answered; the pending record (or prepared evidence) is still on
-    # disk, so recovery replays it and the exact-run guard answers the same again.
-    log.warning(
-        "board answered %s for %s but journal bookkeeping is deferred: %s", answer, name, error
-    )
 
 
 def finalize(bd: BoardDir, task_id: str, run_id: int, commit: CommitFn) -> FinalizeOutcome:
