@@ -7,6 +7,12 @@ counter row first, which hands out run ids that increase per board and keeps the
 oldest-first order across runners; the chosen task row is then taken with
 ``SKIP LOCKED`` so a claim never waits behind another transition on that task.
 
+Every transaction that records events takes the board's row first and keeps it
+to its commit, so one board's event ids (handed out by one sequence) are in
+commit order: a reader following ``events(after_id)`` never skips an event that
+committed after a later-numbered one. Heartbeats and comments record none and
+do not wait for it.
+
 Transactions run at READ COMMITTED: a statement issued after a row lock was
 granted sees everything committed before it. Promotion of children and adding a
 child under a parent rely on that (they lock before they read the parents'
@@ -428,6 +434,21 @@ class PostgresBoard:
         ).fetchone()
         return (row, self._clock()) if row is not None else None
 
+    def _recording(self, work: Callable[[Connection], T], notify: bool | Callable[[T], bool]) -> T:
+        """A transaction that records events: the board's row is locked before anything
+        else (so event ids follow commit order, and every such transaction takes its
+        locks in the same order: the board first, then tasks and runs)."""
+
+        def locked(connection: Connection) -> T:
+            board = connection.execute(
+                "SELECT 1 FROM boards WHERE slug = %s FOR NO KEY UPDATE", (self.slug,)
+            ).fetchone()
+            if board is None:
+                raise NotFound(f"board {self.slug!r} no longer exists")
+            return work(connection)
+
+        return self._db.transaction(locked, notify=notify)
+
     def _event(
         self,
         connection: Connection,
@@ -506,7 +527,7 @@ class PostgresBoard:
             self._event(connection, task_id, EventKind.CREATED, now, title=new.title)
             return self._task(connection, task_id)
 
-        return self._db.transaction(work, notify=True)
+        return self._recording(work, notify=True)
 
     def _fresh_id(self, connection: Connection) -> str:
         while True:
@@ -624,7 +645,7 @@ class PostgresBoard:
             self._event(connection, task_id, EventKind.UNBLOCKED, now)
             return self._task(connection, task_id)
 
-        return self._db.transaction(work, notify=True)
+        return self._recording(work, notify=True)
 
     def archive(self, task_id: str) -> Task:
         def work(connection: Connection) -> Task:
@@ -644,7 +665,7 @@ class PostgresBoard:
             self._event(connection, task_id, EventKind.ARCHIVED, now, previous=task.status.value)
             return self._task(connection, task_id)
 
-        return self._db.transaction(work, notify=True)
+        return self._recording(work, notify=True)
 
     def counts(self) -> dict[str, int]:
         def work(connection: Connection) -> dict[str, int]:
@@ -692,7 +713,7 @@ class PostgresBoard:
             self._event(connection, task_id, EventKind.CLAIMED, now, run_id, node=node)
             return Claim(self._task(connection, task_id), self._run(connection, run_id))
 
-        return self._db.transaction(work, notify=lambda claimed: claimed is not None)
+        return self._recording(work, notify=lambda claimed: claimed is not None)
 
     def _pick(
         self, connection: Connection, now: float, default_assignee: str
@@ -760,7 +781,7 @@ class PostgresBoard:
                 self._record_completion(connection, task, run_id, result, summary, outcome)
             return outcome
 
-        return self._db.transaction(
+        return self._recording(
             work,
             notify=lambda outcome: outcome in (CompleteOutcome.COMPLETED, CompleteOutcome.REPLAYED),
         )
@@ -844,7 +865,7 @@ class PostgresBoard:
             )
             return True
 
-        return self._db.transaction(work, notify=bool)
+        return self._recording(work, notify=bool)
 
     def _set_blocked(
         self,
@@ -902,7 +923,7 @@ class PostgresBoard:
             )
             return True
 
-        return self._db.transaction(work, notify=bool)
+        return self._recording(work, notify=bool)
 
     def running_runs(self, node: str | None = None) -> list[Run]:
         def work(connection: Connection) -> list[Run]:

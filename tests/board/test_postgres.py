@@ -74,3 +74,52 @@ def test_board_slugs_survive_an_outage_once_known(postgres_database: str) -> Non
             connection.execute("ALTER TABLE boards_away RENAME TO boards")
     assert store.board("main").claim("n", 60, "cli-auto") is None
     store.close()
+
+
+def test_a_follower_of_events_never_skips_one_committed_late(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pods write events; the one that inserted first commits last.
+
+    Event ids come from one sequence, so without ordering the late commit's event
+    would carry a smaller id than one the follower has already read past.
+    """
+    import threading
+
+    from lane_runner.board.model import NewTask
+    from lane_runner.board.postgres import PostgresBoard
+
+    slow_pod, fast_pod, follower = (PostgresStore(postgres_database) for _ in range(3))
+    try:
+        slow_pod.create_board("main")
+        for task in ("a", "b"):
+            slow_pod.board("main").add_task(NewTask(title=task, id=task))
+        seen = [event.id for event in follower.board("main").events()]
+        inserted, release = threading.Event(), threading.Event()
+        original = PostgresBoard._event
+
+        def held_open(
+            self: PostgresBoard, connection: object, task_id: str, *a: object, **k: object
+        ) -> None:
+            original(self, connection, task_id, *a, **k)  # type: ignore[arg-type]
+            if task_id == "a":
+                inserted.set()
+                release.wait(10)
+
+        monkeypatch.setattr(PostgresBoard, "_event", held_open)
+        slow = threading.Thread(target=lambda: slow_pod.board("main").archive("a"))
+        slow.start()
+        assert inserted.wait(10)
+        fast = threading.Thread(target=lambda: fast_pod.board("main").archive("b"))
+        fast.start()
+        fast.join(0.5)
+        followed = follower.board("main").events(after_id=max(seen))
+        release.set()
+        slow.join(10)
+        fast.join(10)
+        last = max([max(seen), *(event.id for event in followed)])
+        followed += follower.board("main").events(after_id=last)
+        assert sorted(event.task_id for event in followed if event.kind == "archived") == ["a", "b"]
+    finally:
+        for store in (slow_pod, fast_pod, follower):
+            store.close()
