@@ -87,7 +87,10 @@ def parser_verdict(provider: str, output: str) -> Check:
     return Check(name, Level.PASS, "the CLI's parser accepts the runner's argv")
 
 
-def mode_verdict(path: Path, st: os.stat_result, euid: int) -> Check:
+def mode_verdict(
+    path: Path, st: os.stat_result, euid: int, worker_user: str | None = None
+) -> Check:
+    """The home is private; with a worker user, others may also pass through (0711)."""
     name = f"home {path}"
     if st.st_uid != euid:
         return Check(
@@ -96,14 +99,15 @@ def mode_verdict(path: Path, st: os.stat_result, euid: int) -> Check:
             f"owned by uid {st.st_uid}, not this user ({euid})",
             f"chown -R {euid} {path}",
         )
-    if stat.S_IMODE(st.st_mode) & 0o077:
+    wanted = 0o711 if worker_user else 0o700
+    if stat.S_IMODE(st.st_mode) & 0o077 & ~wanted:
         return Check(
             name,
             Level.WARN,
             f"mode {stat.S_IMODE(st.st_mode):04o} lets others in",
-            f"chmod 0700 {path}",
+            f"chmod {wanted:04o} {path}",
         )
-    return Check(name, Level.PASS, "owned by this user, mode 0700")
+    return Check(name, Level.PASS, f"owned by this user, mode {wanted:04o} or closer")
 
 
 def disk_verdict(path: Path, free: int) -> Check:
@@ -224,7 +228,7 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
                 "run 'lane-runner board create NAME' or start the daemon once",
             )
         ]
-    checks = [mode_verdict(home.root, st, os.geteuid())]
+    checks = [mode_verdict(home.root, st, os.geteuid(), cfg.worker_user)]
     checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
     checks.append(_noreplace(home))
     return checks

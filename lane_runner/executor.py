@@ -105,7 +105,8 @@ class RunExecutor:
                 self.task.workspace,
                 self.s.home.worktree(self.task.board, self.task.id),
                 workspace.branch_name(self.task.board, self.task.id),
-                self.s.home.root / "worktrees" / ".lock",
+                self.s.home.worktrees / ".lock",
+                owner=self.s.cfg.worker_user,
             )
         except workspace.WorkspaceError as error:
             return self._block(str(error), BlockKind.CAPABILITY)
@@ -229,7 +230,7 @@ class RunExecutor:
         previous = self.state.provider
         if previous is None or previous == provider:
             return ""
-        return workspace.handoff(worktree, tail)
+        return workspace.handoff(worktree, tail, owner=self.s.cfg.worker_user)
 
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> tuple[str, Attempt]:
         """One provider turn; returns the classification ``decide`` reads, and the attempt."""
@@ -259,7 +260,10 @@ class RunExecutor:
             attempt = Attempt(Classification.FAILED, unusable, None, None, None, None, "")
             classification = decide.UNUSABLE
         else:
-            attempt = _storable(run_attempt(self._request(route, prompt, worktree, n, retry)))
+            try:
+                attempt = _storable(run_attempt(self._request(route, prompt, worktree, n, retry)))
+            finally:
+                self._drop_worker_files(n, retry)
             classification = attempt.classification.value
             self.state.started[provider] = True
             if attempt.session_id:
@@ -324,7 +328,23 @@ class RunExecutor:
         )
 
     def _provider_result_file(self, n: int) -> Path:
-        return self.lanes_dir / f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json"
+        """Where codex writes its last message (``-o``) in attempt ``n``.
+
+        A worker user may not write into the journal's directory (it could plant entries
+        there), so its CLI writes beside its worktree; the answer is kept in the journal
+        as the candidate and the file goes when the attempt ends (``_drop_worker_files``).
+        """
+        name = f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json"
+        if self.s.cfg.worker_user:
+            return self.s.home.worktree(self.task.board, self.task.id).parent / f".{name}"
+        return self.lanes_dir / name
+
+    def _drop_worker_files(self, *attempts: int | None) -> None:
+        if not self.s.cfg.worker_user:
+            return
+        for n in attempts:
+            if n is not None:
+                self._provider_result_file(n).unlink(missing_ok=True)
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""

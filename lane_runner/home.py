@@ -41,7 +41,7 @@ class Home:
         )
 
     def worktree(self, board: str, task_id: str) -> Path:
-        return self.root / "worktrees" / check_name("board", board) / check_name("task id", task_id)
+        return self.worktrees / check_name("board", board) / check_name("task id", task_id)
 
     @property
     def provider_health(self) -> Path:
@@ -59,6 +59,22 @@ class Home:
         """Create the home and its top-level directories (0700) if missing."""
         for path in (self.root, self.boards, self.lanes, self.provider_health):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    @property
+    def worktrees(self) -> Path:
+        return self.root / "worktrees"
+
+    def admit_worker(self) -> None:
+        """Let a worker user reach its worktrees and the result schema, by name only.
+
+        The home and ``worktrees/`` become 0711: others may pass through but list
+        nothing; every other directory stays 0700 and each worktree belongs to the
+        worker (see ``workspace.prepare``).
+        """
+        self.ensure()
+        self.worktrees.mkdir(mode=0o700, exist_ok=True)
+        for path in (self.root, self.worktrees):
+            path.chmod(0o711)
 
     def node_id(self) -> str:
         """This runner's stable identity; created once, then read (claims are owned by it)."""

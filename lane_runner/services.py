@@ -119,6 +119,8 @@ def build(cfg: Config, **overrides: Any) -> Services:
     check_worker_user(cfg.worker_user)
     home = Home(cfg.home)
     home.ensure()
+    if cfg.worker_user:
+        home.admit_worker()
     router = make_router(cfg)
     return Services(
         cfg=cfg,

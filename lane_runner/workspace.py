@@ -3,17 +3,24 @@
 Each task gets ``worktrees/<board>/<task>`` on branch ``lane/<board>/<task>``,
 created once under a lock (git's worktree metadata is shared by every worktree
 of a repository) and reused when the task resumes.
+
+With a worker user (``owner``) the worktree is that user's: git runs as it, so the
+CLI can edit and commit there, and the daemon never runs git where another user
+controls the configuration (git's own ``safe.directory`` concern).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
 from filelock import FileLock
 
 from lane_runner.errors import LaneRunnerError
+from providers import user_ids
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
@@ -22,14 +29,19 @@ class WorkspaceError(LaneRunnerError):
     """The task has no usable git workspace; the message says how to give it one."""
 
 
-def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _git(*args: str, cwd: Path, owner: str | None = None) -> subprocess.CompletedProcess[str]:
+    """git as the daemon, or as ``owner`` with that user's HOME (its git config)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **GIT_ENV}
+    if owner is not None:
+        env["HOME"] = pwd.getpwnam(owner).pw_dir
     return subprocess.run(
         ["git", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", **GIT_ENV},
+        env=env,
         check=False,
+        **user_ids(owner),
     )
 
 
@@ -54,18 +66,20 @@ def git_accepts(name: str) -> bool:
     return parts_ok and ".." not in name and not name.endswith(".")
 
 
-def _toplevel(path: Path) -> Path | None:
-    result = _git("rev-parse", "--show-toplevel", cwd=path)
+def _toplevel(path: Path, owner: str | None) -> Path | None:
+    result = _git("rev-parse", "--show-toplevel", cwd=path, owner=owner)
     return Path(result.stdout.strip()) if result.returncode == 0 else None
 
 
-def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> Path:
+def prepare(
+    repository: str | None, worktree: Path, branch: str, lock: Path, owner: str | None = None
+) -> Path:
     """The task's worktree, created on first use and reused after.
 
     The fresh path is one ``git worktree add``: what is wrong with a workspace is
     only worked out once that fails, so a healthy task pays for no checks.
     """
-    if worktree.is_dir() and _toplevel(worktree) == worktree.resolve():
+    if worktree.is_dir() and _toplevel(worktree, owner) == worktree.resolve():
         return worktree
     if not repository:
         raise WorkspaceError(
@@ -75,15 +89,18 @@ def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> 
     if not source.is_dir():
         raise WorkspaceError(f"workspace {repository} does not exist or is not a directory")
     worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if owner is not None:
+        entry = pwd.getpwnam(owner)
+        os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
     with FileLock(lock):
-        result = _add(source, worktree, branch)
+        result = _add(source, worktree, branch, owner)
         if result.returncode == 0:
             return worktree
-        top = _toplevel(source)
+        top = _toplevel(source, owner)
         if top is not None:
             # A worktree deleted by hand is still registered (and holds its branch).
-            _git("worktree", "prune", cwd=top)
-            result = _add(top, worktree, branch)
+            _git("worktree", "prune", cwd=top, owner=owner)
+            result = _add(top, worktree, branch, owner)
     if result.returncode == 0:
         return worktree
     if top is None:
@@ -96,18 +113,24 @@ def prepare(repository: str | None, worktree: Path, branch: str, lock: Path) -> 
     )
 
 
-def _add(source: Path, worktree: Path, branch: str) -> subprocess.CompletedProcess[str]:
+def _add(
+    source: Path, worktree: Path, branch: str, owner: str | None
+) -> subprocess.CompletedProcess[str]:
     """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
-    result = _git("worktree", "add", "-b", branch, str(worktree.absolute()), cwd=source)
+    path = str(worktree.absolute())
+    result = _git("worktree", "add", "-b", branch, path, cwd=source, owner=owner)
     if result.returncode != 0 and "a branch named" in result.stderr:
-        result = _git("worktree", "add", str(worktree.absolute()), branch, cwd=source)
+        result = _git("worktree", "add", path, branch, cwd=source, owner=owner)
     return result
 
 
-def handoff(worktree: Path, prior_output: str, tail_chars: int = 4000) -> str:
+def handoff(
+    worktree: Path, prior_output: str, owner: str | None = None, tail_chars: int = 4000
+) -> str:
     """What the next provider needs to carry on another's work: status, diff, output tail."""
-    status = _git("status", "--short", cwd=worktree).stdout.strip() or "(clean)"
-    diff = _git("diff", "--stat", "HEAD", cwd=worktree).stdout.strip() or "(no changes)"
+    status = _git("status", "--short", cwd=worktree, owner=owner).stdout.strip() or "(clean)"
+    diff = _git("diff", "--stat", "HEAD", cwd=worktree, owner=owner).stdout.strip()
+    diff = diff or "(no changes)"
     tail = prior_output[-tail_chars:].strip() or "(no output)"
     return (
         "Another agent worked on this task before you and stopped. Carry its work on.\n\n"

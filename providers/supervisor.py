@@ -84,7 +84,8 @@ def _next_wake(clocks: Clocks, limits: Limits, now: float) -> float:
     return max(0.0, min(limits.tick, due - now))
 
 
-def _user_ids(run_as: str | None) -> dict[str, Any]:
+def user_ids(run_as: str | None) -> dict[str, Any]:
+    """``subprocess`` arguments that start a process as ``run_as`` (none when unset)."""
     if not run_as:
         return {}
     entry = pwd.getpwnam(run_as)
@@ -142,7 +143,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            **_user_ids(self._run_as),
+            **user_ids(self._run_as),
         )
         tree = ProcessTree(process, token)
         assert process.stdin and process.stdout and process.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 
@@ -143,3 +144,82 @@ def test_a_nul_in_the_worker_answer_still_commits(
         assert not built.journal.has_pending(BOARD, task.id, found.run.id)
     finally:
         built.close()
+
+
+ANSWER = {
+    "status": "completed",
+    "summary": "edited",
+    "changed_files": ["edit.txt"],
+    "tests_run": [],
+    "artifacts": [],
+    "findings": [],
+    "blockers": [],
+}
+MESSAGE = {"type": "item.completed", "item": {"id": "i0", "type": "agent_message"}}
+FAKE_CODEX = """#!/bin/sh
+# codex-shaped, in plain sh (the worker user cannot reach this runner's Python):
+# edits the workspace it is given with -C, then answers.
+cat >/dev/null
+while [ $# -gt 0 ]; do
+  [ "$1" = "-C" ] && workspace="$2"
+  [ "$1" = "-o" ] && last_message="$2"
+  shift
+done
+echo "edited by $(id -un)" > "$workspace/edit.txt" || exit 3
+echo '{"type":"thread.started","thread_id":"00000000-0000-0000-0000-000000000001"}'
+echo '__MESSAGE__'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'
+printf '%s' '__ANSWER__' > "$last_message" || exit 4
+""".replace(
+    "__MESSAGE__",
+    json.dumps({**MESSAGE, "item": {**MESSAGE["item"], "text": json.dumps(ANSWER)}}),
+).replace("__ANSWER__", json.dumps(ANSWER))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    worker = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="lane-runner-worker-"))
+    try:
+        base.chmod(0o755)
+        codex = base / "codex"
+        codex.write_text(FAKE_CODEX)
+        codex.chmod(0o755)
+        repo = base / "repo"
+        repo.mkdir()
+        for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "i"]):
+            subprocess.run(
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True
+            )
+        for path in [repo, *repo.rglob("*")]:
+            os.chown(path, worker.pw_uid, worker.pw_gid)
+        monkeypatch.setenv("IS_SANDBOX", "1")
+        environ = {"LANE_RUNNER_WORKER_USER": "nobody", "LANE_RUNNER_CODEX_BIN": str(codex)}
+        built = build(config.load(base / "home", environ))
+        try:
+            board = built.store.create_board(BOARD)
+            new = NewTask(title="edit", assignee="cli-codex-low", workspace=str(repo))
+            task = board.add_task(new)
+            found = board.claim(built.node, 60, "cli-auto")
+            assert found is not None
+            report = RunExecutor(built, found).execute()
+            assert report.step == "committed", report
+            worktree = built.home.worktree(BOARD, task.id)
+            edit = worktree / "edit.txt"
+            assert edit.read_text() == "edited by nobody\n"
+            assert edit.stat().st_uid == worker.pw_uid
+            # Its -o file was written beside the worktree (never in the journal) and dropped.
+            assert [p.name for p in worktree.parent.iterdir()] == [task.id]
+            assert not list(built.home.lane_dir(BOARD).glob("*.provider-*"))
+        finally:
+            built.close()
+    finally:
+        shutil.rmtree(base)

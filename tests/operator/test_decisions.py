@@ -130,6 +130,10 @@ def test_mode_and_disk_verdicts(tmp_path: Path) -> None:
     assert doctor.mode_verdict(tmp_path, st, st.st_uid + 1).level is doctor.Level.FAIL
     os.chmod(tmp_path, 0o755)
     assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is doctor.Level.WARN
+    os.chmod(tmp_path, 0o711)  # a worker user passes through to its worktrees
+    assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is doctor.Level.WARN
+    passes = doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid, "nobody")
+    assert passes.level is doctor.Level.PASS
     assert doctor.disk_verdict(tmp_path, 10 << 30).level is doctor.Level.PASS
     assert doctor.disk_verdict(tmp_path, 512 << 20).level is doctor.Level.WARN
     assert doctor.disk_verdict(tmp_path, 1 << 20).level is doctor.Level.FAIL
