@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,10 +59,46 @@ class Scenario:
         return where / "lanes", SqliteBoard(where / "board.db")
 
 
-def check_promises(scenario: Scenario, lanes: Path, board: SqliteBoard) -> None:
+#: Recovery as a restarted runner does it: a new interpreter sharing nothing with the
+#: one that was killed but the files and the board. Prints what it had to set aside.
+FRESH_RECOVERY = """
+import json, sys
+from pathlib import Path
+from doubles import SqliteBoard
+from journal import Journal
+board = SqliteBoard(Path(sys.argv[2]))
+report = Journal(Path(sys.argv[1])).recover(board.commit, board.make_retryable)
+print(json.dumps([event.action for event in report.events]))
+"""
+
+
+def recover_in_place(lanes: Path, board: SqliteBoard) -> list[str]:
+    report = Journal(lanes).recover(board.commit, board.make_retryable)
+    return [event.action for event in report.events]
+
+
+def recover_in_a_fresh_interpreter(lanes: Path, board: SqliteBoard) -> list[str]:
+    here = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_RECOVERY, str(lanes), str(board.path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent.parent)])},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    actions: list[str] = json.loads(done.stdout)
+    return actions
+
+
+def check_promises(
+    scenario: Scenario,
+    lanes: Path,
+    board: SqliteBoard,
+    recover: Callable[[Path, SqliteBoard], list[str]] = recover_in_place,
+) -> None:
+    actions = recover(lanes, board)
+    assert "quarantined" not in actions and "deferred" not in actions, actions
     healthy = Journal(lanes)
-    report = healthy.recover(board.commit, board.make_retryable)
-    assert report.of("quarantined") == [] and report.of("deferred") == []
     expected = sorted((task, run, digest) for (task, run), digest in scenario.digests.items())
     assert sorted(board.completions()) == expected, "lost or double-committed"
     left = sorted(os.listdir(lanes / "b1"))
@@ -179,7 +218,7 @@ def test_sigkill_at_every_operation_of_a_commit(
                 os._exit(0)
         _, status = os.waitpid(pid, 0)
         killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        check_promises(commit_scenario, lanes, board)
+        check_promises(commit_scenario, lanes, board, recover_in_a_fresh_interpreter)
         if not killed:
             assert os.WEXITSTATUS(status) == 0
             break
