@@ -15,6 +15,7 @@ import hashlib
 import os
 import pwd
 import subprocess
+import threading
 from pathlib import Path
 
 from filelock import FileLock
@@ -23,6 +24,9 @@ from lane_runner.errors import LaneRunnerError
 from providers import user_ids
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+#: The runner's threads queue here rather than on the file lock, which looks again only
+#: every 50 ms; the file lock still keeps other processes out.
+_ONE_THREAD_AT_A_TIME = threading.Lock()
 
 
 class WorkspaceError(LaneRunnerError):
@@ -92,7 +96,7 @@ def prepare(
     if owner is not None:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
-    with FileLock(lock):
+    with _ONE_THREAD_AT_A_TIME, FileLock(lock):
         result = _add(source, worktree, branch, owner)
         if result.returncode == 0:
             return worktree
