@@ -40,6 +40,10 @@ class Home:
             / f"{check_name('task id', task_id)}.log"
         )
 
+    @property
+    def worktrees(self) -> Path:
+        return self.root / "worktrees"
+
     def worktree(self, board: str, task_id: str) -> Path:
         return self.worktrees / check_name("board", board) / check_name("task id", task_id)
 
@@ -59,10 +63,6 @@ class Home:
         """Create the home and its top-level directories (0700) if missing."""
         for path in (self.root, self.boards, self.lanes, self.provider_health):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-    @property
-    def worktrees(self) -> Path:
-        return self.root / "worktrees"
 
     def admit_worker(self) -> None:
         """Let a worker user reach its worktrees and the result schema, by name only.

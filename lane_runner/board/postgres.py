@@ -561,7 +561,7 @@ class PostgresBoard:
         return self._db.transaction(work)
 
     def comment(self, task_id: str, body: str, author: str = "operator") -> Comment:
-        rules.checked_comment(body)
+        rules.check_comment(body)
 
         def work(connection: Connection) -> Comment:
             self._task(connection, task_id)

@@ -52,14 +52,13 @@ def storable(value: Any) -> Any:
     return value
 
 
-def checked_comment(body: str) -> str:
-    """``body`` if a person or the runner may post it, else UsageError (nothing is written)."""
+def check_comment(body: str) -> None:
+    """UsageError unless a person or the runner may post ``body`` (nothing is written)."""
     if not body.strip():
         raise UsageError("a comment needs some text")
     if len(body.encode("utf-8")) > MAX_BODY_BYTES:
         raise UsageError(f"a comment is limited to {MAX_BODY_BYTES // 1024} KiB")
     check_text("comment", body)
-    return body
 
 
 def checked_task(new: NewTask) -> NewTask:

@@ -405,7 +405,7 @@ class SqliteBoard:
         return self._transaction(work, write=False)
 
     def comment(self, task_id: str, body: str, author: str = "operator") -> Comment:
-        rules.checked_comment(body)
+        rules.check_comment(body)
 
         def work(connection: sqlite3.Connection) -> Comment:
             self._task(connection, task_id)
