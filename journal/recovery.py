@@ -304,7 +304,7 @@ def _judge_pending(p: _Pass, entry: names.EntryName) -> Judged | None:
         pinned = pin(p.bd.fs, p.bd.fd, entry.name)
         if pinned is None:
             return None
-        record, reason = _judged(pinned, identity)
+        record, reason = _verdict(pinned, identity)
         if record is not None:
             return Judged(pinned, record)
         with pinned:
@@ -322,7 +322,7 @@ def _judge_pending(p: _Pass, entry: names.EntryName) -> Judged | None:
     return None
 
 
-def _judged(pinned: Pinned, identity: RunIdentity) -> tuple[TerminalRecord | None, str]:
+def _verdict(pinned: Pinned, identity: RunIdentity) -> tuple[TerminalRecord | None, str]:
     """The pending record, or why it may not be trusted."""
     if pinned.payload is None:
         return None, pinned.problem or "untrusted"
