@@ -53,8 +53,54 @@ def toml_value(value: object) -> str:
     return str(value)
 
 
+class Runner:
+    """What every end-to-end harness does with a runner's home: write its config, run
+    its CLI and start its daemon, in subprocesses with the simulators' environment.
+
+    Needs ``root``, ``config`` and ``control`` (the simulators' control file).
+    """
+
+    root: Path
+    config: dict[str, object]
+    control: Path
+
+    def write_config(self, **changes: object) -> None:
+        self.config.update(changes)
+        text = "".join(f"{key} = {toml_value(value)}\n" for key, value in self.config.items())
+        (self.root / "config.toml").write_text(text)
+
+    def environ(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "IS_SANDBOX": "1",  # CI runs as root; see providers' root guard
+            "LANE_RUNNER_SIM_CONTROL": str(self.control),
+        }
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
+            env=self.environ(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        """``lane-runner run ARGS``, logging to ``daemon.log`` in the home."""
+        log = (self.root / "daemon.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
+            env=self.environ(),
+            stdout=log,
+            stderr=log,
+            cwd=self.root,
+        )
+
+
 @dataclass
-class Lane:
+class Lane(Runner):
     """A home with a board and a git repository, and a daemon to run against it."""
 
     root: Path
@@ -80,11 +126,6 @@ class Lane:
     def board(self) -> SqliteBoard:
         return self.store.board(BOARD)
 
-    def write_config(self, **changes: object) -> None:
-        self.config.update(changes)
-        text = "".join(f"{key} = {toml_value(value)}\n" for key, value in self.config.items())
-        (self.root / "config.toml").write_text(text)
-
     def set_capacity(self, scenarios: dict[str, str]) -> None:
         """Flip the simulators' behaviour from outside while the daemon runs."""
         temporary = self.control.with_suffix(".tmp")
@@ -95,31 +136,8 @@ class Lane:
         new = NewTask(title=title, body=body, assignee=assignee, workspace=str(self.repo), **extra)  # type: ignore[arg-type]
         return self.board.add_task(new)
 
-    def environ(self) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.root),
-            "IS_SANDBOX": "1",  # CI runs as root; see providers' root guard
-            "LANE_RUNNER_SIM_CONTROL": str(self.control),
-        }
-
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
-            env=self.environ(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
     def start(self, *args: str) -> subprocess.Popen[bytes]:
-        log = (self.root / "daemon.log").open("ab")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
-            env=self.environ(),
-            stdout=log,
-            stderr=log,
-        )
+        process = self.spawn(*args)
         self.daemons.append(process)
         return process
 

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from lane_runner.board.model import NewTask, Outcome, Status, Task
 from lane_runner.board.postgres import PostgresBoard, PostgresStore
 from lane_runner.home import Home
 from lane_runner.leftovers import find as find_workers
-from tests.harness import git, toml_value
+from tests.harness import Runner, git
 
 BOARD = "shared"
 WORKSPACE = "repo"  # relative: each pod's daemon runs in its own directory
@@ -101,7 +100,7 @@ class Partition:
 
 
 @dataclass
-class Pod:
+class Pod(Runner):
     """One runner's home, configured for the shared board; its daemon runs as a subprocess."""
 
     root: Path
@@ -119,39 +118,9 @@ class Pod:
     def clone(self, origin: Path) -> None:
         git("clone", "-q", str(origin), WORKSPACE, cwd=self.root)
 
-    def write_config(self, **changes: object) -> None:
-        self.config.update(changes)
-        text = "".join(f"{key} = {toml_value(value)}\n" for key, value in self.config.items())
-        (self.root / "config.toml").write_text(text)
-
-    def environ(self) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.root),
-            "IS_SANDBOX": "1",  # CI runs as root; see providers' root guard
-            "LANE_RUNNER_SIM_CONTROL": str(self.control),
-        }
-
     def start(self, *args: str) -> subprocess.Popen[bytes]:
-        log = (self.root / "daemon.log").open("ab")
-        self.daemon = subprocess.Popen(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
-            env=self.environ(),
-            stdout=log,
-            stderr=log,
-            cwd=self.root,
-        )
+        self.daemon = self.spawn(*args)
         return self.daemon
-
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
-            env=self.environ(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=self.root,
-        )
 
     def kill(self) -> None:
         """SIGKILL the daemon and its provider processes: the pod is gone for good."""
