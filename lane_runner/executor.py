@@ -105,7 +105,6 @@ class RunExecutor:
                 self.task.workspace,
                 self.s.home.worktree(self.task.board, self.task.id),
                 workspace.branch_name(self.task.board, self.task.id),
-                self.s.home.worktrees / ".lock",
                 owner=self.s.cfg.worker_user,
             )
         except workspace.WorkspaceError as error:

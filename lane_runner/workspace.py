@@ -18,14 +18,12 @@ import subprocess
 import threading
 from pathlib import Path
 
-from filelock import FileLock
-
 from lane_runner.errors import LaneRunnerError
 from providers import user_ids
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-#: The runner's threads queue here rather than on the file lock, which looks again only
-#: every 50 ms; the file lock still keeps other processes out.
+#: One ``git worktree add`` at a time: the runner's threads share each repository's
+#: worktree metadata. Other runner processes are kept out of the home by its lock.
 _ONE_THREAD_AT_A_TIME = threading.Lock()
 
 
@@ -75,9 +73,7 @@ def _toplevel(path: Path, owner: str | None) -> Path | None:
     return Path(result.stdout.strip()) if result.returncode == 0 else None
 
 
-def prepare(
-    repository: str | None, worktree: Path, branch: str, lock: Path, owner: str | None = None
-) -> Path:
+def prepare(repository: str | None, worktree: Path, branch: str, owner: str | None = None) -> Path:
     """The task's worktree, created on first use and reused after.
 
     The fresh path is one ``git worktree add``: what is wrong with a workspace is
@@ -96,7 +92,7 @@ def prepare(
     if owner is not None:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
-    with _ONE_THREAD_AT_A_TIME, FileLock(lock):
+    with _ONE_THREAD_AT_A_TIME:
         result = _add(source, worktree, branch, owner)
         if result.returncode == 0:
             return worktree

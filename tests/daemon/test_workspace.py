@@ -32,23 +32,21 @@ def repo(tmp_path: Path) -> Path:
 
 def test_a_worktree_is_created_on_the_lane_branch_and_reused(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt" / "b" / "t1"
-    lock = tmp_path / "wt.lock"
-    assert workspace.prepare(str(repo), target, "lane/b/t1", lock) == target
+    assert workspace.prepare(str(repo), target, "lane/b/t1") == target
     assert git("branch", "--show-current", cwd=target).strip() == "lane/b/t1"
     (target / "work.txt").write_text("in progress\n")
-    assert workspace.prepare(str(repo), target, "lane/b/t1", lock) == target
+    assert workspace.prepare(str(repo), target, "lane/b/t1") == target
     assert (target / "work.txt").exists()
 
 
 def test_a_removed_worktree_comes_back_on_its_existing_branch(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt" / "t1"
-    lock = tmp_path / "wt.lock"
-    workspace.prepare(str(repo), target, "lane/b/t1", lock)
+    workspace.prepare(str(repo), target, "lane/b/t1")
     (target / "f").write_text("x")
     git("add", "f", cwd=target)
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "work", cwd=target)
     subprocess.run(["rm", "-rf", str(target)], check=True)
-    workspace.prepare(str(repo), target, "lane/b/t1", lock)
+    workspace.prepare(str(repo), target, "lane/b/t1")
     assert (target / "f").read_text() == "x"
 
 
@@ -57,9 +55,7 @@ def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> N
 
     def make(index: int) -> None:
         try:
-            workspace.prepare(
-                str(repo), tmp_path / "wt" / f"t{index}", f"lane/b/t{index}", tmp_path / "l"
-            )
+            workspace.prepare(str(repo), tmp_path / "wt" / f"t{index}", f"lane/b/t{index}")
         except Exception as error:  # noqa: BLE001 - collected for the assertion below
             errors.append(error)
 
@@ -82,15 +78,13 @@ def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> N
 )
 def test_an_unusable_workspace_says_how_to_fix_it(tmp_path: Path, setup, message: str) -> None:
     with pytest.raises(workspace.WorkspaceError, match=message):
-        workspace.prepare(setup(tmp_path), tmp_path / "wt", "lane/b/t", tmp_path / "l")
+        workspace.prepare(setup(tmp_path), tmp_path / "wt", "lane/b/t")
 
 
 def test_a_repository_without_commits_is_refused_clearly(tmp_path: Path) -> None:
     git("init", "-q", cwd=tmp_path)
     with pytest.raises(workspace.WorkspaceError, match="at least one commit"):
-        workspace.prepare(
-            str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t", tmp_path.parent / "l"
-        )
+        workspace.prepare(str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t")
 
 
 def test_branch_names_git_refuses_are_hashed() -> None:
@@ -101,7 +95,7 @@ def test_branch_names_git_refuses_are_hashed() -> None:
 
 def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt"
-    workspace.prepare(str(repo), target, "lane/b/t", tmp_path / "l")
+    workspace.prepare(str(repo), target, "lane/b/t")
     (target / "README").write_text("changed\n")
     text = workspace.handoff(target, "x" * 10_000 + "last words")
     assert "M README" in text and "README" in text.split("diff summary:")[1]
