@@ -31,6 +31,7 @@ from providers.tasklog import TaskLog
 log = logging.getLogger(__name__)
 
 READ_SIZE = 256 * 1024
+PIPE_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,39 @@ def user_ids(run_as: str | None) -> dict[str, Any]:
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
-def _feed_stdin(pipe: IO[bytes], data: bytes) -> None:
-    try:
-        pipe.write(data)
-        pipe.close()
-    except BrokenPipeError:
-        log.info("CLI closed stdin before reading the whole prompt; its exit status tells why")
+class _Prompt:
+    """The prompt on its way into the CLI's stdin, written as the pipe takes it.
+
+    Fed from the same selector loop that reads the output, so a CLI that reads its
+    prompt slowly (or never) costs no thread and blocks nothing.
+    """
+
+    def __init__(self, pipe: IO[bytes], data: bytes) -> None:
+        self.fd = pipe.fileno()
+        self._pipe = pipe
+        self._left = memoryview(data)
+        os.set_blocking(self.fd, False)
+
+    @property
+    def done(self) -> bool:
+        return not self._left
+
+    def feed(self) -> None:
+        """Write what the pipe takes now (the caller closes stdin once ``done``)."""
+        try:
+            self._left = self._left[os.write(self.fd, self._left[:PIPE_CHUNK]) :]
+        except BlockingIOError:
+            return
+        except BrokenPipeError:
+            log.info("CLI closed stdin before reading the whole prompt; its exit status tells why")
+            self._left = self._left[:0]
+
+    def close(self) -> None:
+        """End of input for the CLI; safe to call again."""
+        try:
+            self._pipe.close()
+        except BrokenPipeError:
+            log.debug("stdin already closed by the CLI")
 
 
 class Supervisor:
@@ -147,16 +175,13 @@ class Supervisor:
         )
         tree = ProcessTree(process, token)
         assert process.stdin and process.stdout and process.stderr
-        feeder = threading.Thread(
-            target=_feed_stdin, args=(process.stdin, self._stdin), daemon=True
-        )
-        feeder.start()
+        prompt = _Prompt(process.stdin, self._stdin)
         stopped: tuple[Classification, str] | None = None
         try:
-            stopped = self._stream(process, tree)
+            stopped = self._stream(process, tree, prompt)
         finally:
+            prompt.close()
             tree.kill(self._limits.kill_grace)
-            feeder.join(timeout=self._limits.kill_grace)
             self._log.flush()
         status = process.returncode
         return Ended(
@@ -170,7 +195,7 @@ class Supervisor:
         )
 
     def _stream(
-        self, process: subprocess.Popen[bytes], tree: ProcessTree
+        self, process: subprocess.Popen[bytes], tree: ProcessTree, prompt: _Prompt
     ) -> tuple[Classification, str] | None:
         assert process.stdout and process.stderr
         now = time.monotonic()
@@ -182,6 +207,11 @@ class Supervisor:
             for fd in splitters:
                 os.set_blocking(fd, False)
                 selector.register(fd, selectors.EVENT_READ)
+            prompt.feed()
+            if prompt.done:
+                prompt.close()
+            else:
+                selector.register(prompt.fd, selectors.EVENT_WRITE)
             stopped: tuple[Classification, str] | None = None
             exited_at: float | None = None
             give_up_at: float | None = None
@@ -206,6 +236,12 @@ class Supervisor:
                 wait = _next_wake(clocks, self._limits, now) if running else self._limits.tick
                 for key, _ in selector.select(wait):
                     fd = int(key.fd)
+                    if fd == prompt.fd:
+                        prompt.feed()
+                        if prompt.done:
+                            selector.unregister(fd)
+                            prompt.close()
+                        continue
                     data = os.read(fd, READ_SIZE)
                     if not data:
                         selector.unregister(fd)

@@ -11,6 +11,7 @@ import pytest
 
 from providers import Classification, run_attempt
 from providers.lines import TRUNCATED, LineSplitter, Tail
+from providers.supervisor import Ended, Limits, Supervisor
 from providers.tasklog import TaskLog
 
 from .conftest import RequestFactory
@@ -98,6 +99,37 @@ def test_200_mb_of_output_with_bounded_memory(make_request: RequestFactory) -> N
     parts = sorted(req.log_path.parent.iterdir())
     assert [part.name for part in parts] == ["t1.log", "t1.log.1", "t1.log.2", "t1.log.3"]
     assert all(part.stat().st_size <= 32 * 1024 * 1024 for part in parts)
+
+
+def _shell(script: str, prompt: bytes, tmp_path: Path) -> Ended:
+    """``sh -c script`` under the supervisor, ``prompt`` on its stdin."""
+    log = TaskLog(tmp_path / "sh.log", rotate_bytes=1 << 20)
+    try:
+        return Supervisor(
+            ["sh", "-c", script],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=prompt,
+            task_log=log,
+            limits=Limits(deadline=time.monotonic() + 60, kill_grace=1.0),
+            on_event=lambda event: True,
+            heartbeat=lambda: True,
+        ).run()
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("script", ["wc -c", "sleep 0.3; wc -c"])
+def test_a_prompt_larger_than_the_pipe_reaches_the_cli_whole(tmp_path: Path, script: str) -> None:
+    """The prompt goes in as the CLI reads it, however slowly, and stdin closes after it."""
+    ended = _shell(script, b"p" * (3 << 20), tmp_path)
+    assert ended.exit_status == 0
+    assert ended.tail.strip() == str(3 << 20)
+
+
+def test_a_cli_that_never_reads_its_prompt_still_ends(tmp_path: Path) -> None:
+    ended = _shell("echo done", b"p" * (3 << 20), tmp_path)
+    assert (ended.exit_status, ended.stopped, ended.tail.strip()) == (0, None, "done")
 
 
 def test_line_splitter_caps_long_lines() -> None:
