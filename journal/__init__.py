@@ -34,10 +34,18 @@ fsyncs are taken once per batch, after every prepared evidence and after every
 committed or conflict record. With the link + unlink fallback for
 rename-no-replace the count is the same: one directory fsync covers both entry
 changes.
+
+Lane files (``write_documents``: lane state, candidates) cost 1 fsync each for
+their data, for the same torn-data reason, plus 1 directory fsync per call,
+however many files it writes. The daemon's attempt writes the lane state before
+the CLI starts (2: the sequence numbers it reserves must never be reused), again
+when the CLI names its session (2: a restart resumes that session), and at the
+end the lane state and the candidate together (3). With the 6 above, a task
+accepted on its first attempt costs 13.
 """
 
 from journal.commit import CommitFn, CommitResult, FinalizeOutcome
-from journal.facade import Journal, PendingConflict
+from journal.facade import Document, Journal, PendingConflict
 from journal.fs import FS, LinuxFS
 from journal.inspect import Entry
 from journal.record import RunIdentity, State, TerminalRecord
@@ -49,6 +57,7 @@ __all__ = [
     "CollectReport",
     "CommitFn",
     "CommitResult",
+    "Document",
     "Entry",
     "FinalizeOutcome",
     "Journal",

@@ -109,9 +109,10 @@ def write_new(
     return temp.created
 
 
-def write_replace(fs: FS, dir_fd: int, name: str, data: bytes) -> None:
-    """Durably replace (or create) ``name`` with ``data``."""
+def write_replace(fs: FS, dir_fd: int, name: str, data: bytes, *, durable: bool = True) -> None:
+    """Durably replace (or create) ``name`` with ``data`` (``durable`` as for ``write_new``)."""
     with _temp_file(fs, dir_fd, data) as temp:
         fs.rename(dir_fd, temp.name, name)
         temp.placed = True
-    fs.fsync(dir_fd)
+    if durable:
+        fs.fsync(dir_fd)

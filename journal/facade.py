@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from journal.retention import CollectReport, RetentionPolicy
 
 log = logging.getLogger(__name__)
 
-#: Lane files the daemon may write through ``write_document``: never terminal records.
+#: Lane files the daemon may write through ``write_documents``: never terminal records.
 _DOCUMENT_KINDS = frozenset(
     {names.Kind.LANE_STATE, names.Kind.CANDIDATE, names.Kind.PROVIDER_RESULT}
 )
@@ -110,26 +112,44 @@ class Journal:
     def entries(self, board: str | None = None) -> list[inspect.Entry]:
         return inspect.entries(self.fs, self.lanes_root, board)
 
-    def write_document(self, board: str, name: str, document: dict[str, Any]) -> Path:
-        """Atomically replace a non-terminal lane file (lane state, candidate, provider result)."""
-        with open_board(self.fs, self.lanes_root, board, create=True) as bd:
-            atomic.write_replace(self.fs, bd.fd, _document_name(name), _document_bytes(document))
-            return bd.path / name
+    def write_documents(self, board: str, documents: Sequence[Document]) -> list[Path]:
+        """Write non-terminal lane files (lane state, candidates) in order, for one
+        directory fsync: each is atomic, and durable once this returns.
 
-    def write_new_document(self, board: str, name: str, document: dict[str, Any]) -> Path:
-        """Create a non-terminal lane file that must not exist yet (e.g. a candidate)."""
+        Each file's data is fsynced before its rename; the one directory fsync at the
+        end covers every rename made, also when a later one fails (a ``new`` name
+        that exists raises ``FileExistsError`` after the earlier ones are durable).
+        """
         with open_board(self.fs, self.lanes_root, board, create=True) as bd:
-            created = atomic.write_new(
-                self.fs, bd.fd, _document_name(name), _document_bytes(document)
-            )
-            if created is None:
-                raise FileExistsError(bd.path / name)
-            return bd.path / name
+            try:
+                for document in documents:
+                    _place(bd, document)
+            finally:
+                self.fs.fsync(bd.fd)
+            return [bd.path / document.name for document in documents]
 
     def noreplace_method(self, board: str) -> str:
         """``renameat2`` or ``link+unlink``: what rename-no-replace gets for this board."""
         with open_board(self.fs, self.lanes_root, board, create=True) as bd:
             return self.fs.noreplace_method(bd.fd)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A non-terminal lane file to write: replaced, or created only if absent (``new``)."""
+
+    name: str
+    document: dict[str, Any]
+    new: bool = False
+
+
+def _place(bd: BoardDir, document: Document) -> None:
+    """Rename one lane file into place; its directory entry is not durable yet."""
+    name, data = _document_name(document.name), _document_bytes(document.document)
+    if not document.new:
+        atomic.write_replace(bd.fs, bd.fd, name, data, durable=False)
+    elif atomic.write_new(bd.fs, bd.fd, name, data, durable=False) is None:
+        raise FileExistsError(bd.path / name)
 
 
 def _document_name(name: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal import FinalizeOutcome
+from journal import Document, FinalizeOutcome
 from lane_runner import context as contexts
 from lane_runner import decide, lanestate, leftovers, metrics, workspace
 from lane_runner.board import rules
@@ -270,15 +270,13 @@ class RunExecutor:
         record.update(
             ended_at=time.time(), classification=classification, reason=attempt.reason[:2000]
         )
-        self._save_state()
+        ended = [self._state_document()]
+        if attempt.structured is not None:
+            candidate = f"{self.task.id}.run-{self.run.id}.candidate-{n}.json"
+            ended.append(Document(candidate, attempt.structured, new=True))
+        self.s.journal.write_documents(self.task.board, ended)
         metrics.attempt_ended(provider, classification)
         self._record_health(provider, attempt)
-        if attempt.structured is not None:
-            self.s.journal.write_new_document(
-                self.task.board,
-                f"{self.task.id}.run-{self.run.id}.candidate-{n}.json",
-                attempt.structured,
-            )
         return classification, attempt
 
     def _unusable(self, provider: str) -> str | None:
@@ -431,9 +429,10 @@ class RunExecutor:
 
     # -- helpers ----------------------------------------------------------------
     def _save_state(self) -> None:
-        self.s.journal.write_document(
-            self.task.board, f"{self.task.id}.json", self.state.to_document()
-        )
+        self.s.journal.write_documents(self.task.board, [self._state_document()])
+
+    def _state_document(self) -> Document:
+        return Document(f"{self.task.id}.json", self.state.to_document())
 
     def _guarded(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
         """A board write whose failure leaves the run claimed: its lease or recovery settles it."""

@@ -12,7 +12,14 @@ import pytest
 from doubles import SqliteBoard, Stop, pending_kwargs
 
 import schemas
-from journal import CommitResult, FinalizeOutcome, Journal, LinuxFS, PendingConflict
+from journal import (
+    CommitResult,
+    Document,
+    FinalizeOutcome,
+    Journal,
+    LinuxFS,
+    PendingConflict,
+)
 from journal import names as journal_names
 from journal.lanes import open_board
 from journal.pin import pin
@@ -246,15 +253,42 @@ def test_a_replacement_stranded_in_staging_is_promoted_by_recovery(
 def test_documents_are_replaced_atomically_and_candidates_never(
     journal: Journal, lanes: Path
 ) -> None:
-    journal.write_document("b1", "t1.json", {"run_id": 1})
-    journal.write_document("b1", "t1.json", {"run_id": 2})
+    journal.write_documents("b1", [Document("t1.json", {"run_id": 1})])
+    journal.write_documents("b1", [Document("t1.json", {"run_id": 2})])
     assert orjson.loads((lanes / "b1" / "t1.json").read_bytes()) == {"run_id": 2}
-    journal.write_new_document("b1", "t1.run-2.candidate-1.json", {"a": 1})
+    journal.write_documents("b1", [Document("t1.run-2.candidate-1.json", {"a": 1}, new=True)])
     with pytest.raises(FileExistsError):
-        journal.write_new_document("b1", "t1.run-2.candidate-1.json", {"a": 2})
+        journal.write_documents(
+            "b1",
+            [
+                Document("t1.json", {"run_id": 3}),
+                Document("t1.run-2.candidate-1.json", {"a": 2}, new=True),
+            ],
+        )
+    assert orjson.loads((lanes / "b1" / "t1.json").read_bytes()) == {"run_id": 3}
+    assert orjson.loads((lanes / "b1" / "t1.run-2.candidate-1.json").read_bytes()) == {"a": 1}
     with pytest.raises(ValueError, match="not a lane state"):
-        journal.write_document("b1", "t1.run-2.terminal.pending.json", {})
+        journal.write_documents("b1", [Document("t1.run-2.terminal.pending.json", {})])
     assert [n for n in listing(lanes) if n.startswith(".tmp.")] == []
+
+
+class FsyncCounter(LinuxFS):
+    fsyncs = 0
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        super().fsync(fd)
+
+
+def test_documents_written_together_cost_one_directory_fsync(tmp_path: Path) -> None:
+    fs = FsyncCounter()
+    journal = Journal(tmp_path / "lanes", fs)
+    journal.write_documents("b1", [Document("t1.json", {"run_id": 1})])  # creates the board
+    before = fs.fsyncs
+    journal.write_documents(
+        "b1", [Document("t1.json", {"run_id": 2}), Document("t1.run-2.candidate-1.json", {}, True)]
+    )
+    assert fs.fsyncs - before == 3  # two files' data, one directory
 
 
 def test_noreplace_method_is_reported(journal: Journal, fallback: bool) -> None:

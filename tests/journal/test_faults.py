@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from doubles import CountingFS, CrashFS, FaultyFS, KillFS, PowerLoss, SqliteBoard, pending_kwargs
 
-from journal import CommitResult, Journal, LinuxFS
+from journal import CommitResult, Document, Journal, LinuxFS
 from journal import names as journal_names
 from journal.record import decode
 
@@ -42,7 +42,7 @@ class Scenario:
         self.digests: dict[tuple[str, int], str] = {}
         board = SqliteBoard(template / "board.db")
         journal = Journal(template / "lanes")
-        journal.write_document("b1", "t1.json", LANE_STATE)
+        journal.write_documents("b1", [Document("t1.json", LANE_STATE)])
         for run_id, left_as in runs.items():
             board.start("t1", run_id)
             path = journal.write_pending(**pending_kwargs(run_id=run_id, summary=f"run {run_id}"))
@@ -257,5 +257,35 @@ def test_power_loss_while_writing_pending_never_loses_a_returned_write(
         assert board.retries() == []
         committed_runs = sorted(run for _, run, _ in board.completions())
         assert committed_runs == ([7, 8] if returned else [7]) or committed_runs == [7, 8]
+        if returned and not fs.fired:
+            break
+
+
+@pytest.mark.parametrize("mode", CrashFS.MODES, ids=[f"{mode}-unsynced" for mode in CrashFS.MODES])
+def test_power_loss_while_writing_documents_together(
+    tmp_path: Path, commit_scenario: Scenario, fallback: bool, mode: str
+) -> None:
+    """Lane state and candidate share one directory fsync: once ``write_documents``
+    returned both survive power loss; before, each is its old self or absent, never torn."""
+    state, candidate = {"run_id": 9, "sessions": ["abc", "def"]}, {"n": 1}
+    documents = [Document("t1.json", state), Document("t1.run-9.candidate-1.json", candidate, True)]
+    for step in itertools.count(1):
+        assert step < MAX_STEPS
+        lanes, _board = commit_scenario.copy(tmp_path / f"step-{step}")
+        fs = CrashFS(lanes, step, mode=mode, force_link_fallback=fallback)
+        returned = False
+        try:
+            Journal(lanes, fs).write_documents("b1", documents)
+            returned = True
+            fs.step("after-return")
+        except PowerLoss:
+            fs.restore()
+        written = lanes / "b1" / "t1.run-9.candidate-1.json"
+        kept_state = json.loads((lanes / "b1" / "t1.json").read_bytes())
+        kept_candidate = json.loads(written.read_bytes()) if written.exists() else None
+        if returned:
+            assert (kept_state, kept_candidate) == (state, candidate)
+        else:
+            assert kept_state in (LANE_STATE, state) and kept_candidate in (None, candidate)
         if returned and not fs.fired:
             break

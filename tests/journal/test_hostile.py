@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schemas
-from journal import Journal, LinuxFS, RetentionPolicy
+from journal import Document, Journal, LinuxFS, RetentionPolicy
 from journal import names as journal_names
 from journal.record import TerminalRecord
 
@@ -155,9 +155,11 @@ def test_recovery_survives_hostile_directories(
 def test_retention_never_collects_pending_prepared_or_lane_state(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "lanes")
     board = SqliteBoard(tmp_path / "board.db")
-    journal.write_document("b1", "t1.json", {"run_id": 3})
+    journal.write_documents("b1", [Document("t1.json", {"run_id": 3})])
     for run in range(1, 4):
-        journal.write_new_document("b1", f"t1.run-{run}.candidate-1.json", {"n": run})
+        journal.write_documents(
+            "b1", [Document(f"t1.run-{run}.candidate-1.json", {"n": run}, new=True)]
+        )
         board.start("t1", run)
         journal.write_pending(**pending_kwargs(run_id=run))
     journal.finalize("b1", "t1", 1, board.commit)
@@ -172,7 +174,8 @@ def test_retention_never_collects_pending_prepared_or_lane_state(tmp_path: Path)
 def test_retention_bounds_by_age_and_bytes(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "lanes")
     for n in range(1, 6):
-        path = journal.write_new_document("b1", f"t1.run-1.candidate-{n}.json", {"pad": "x" * 100})
+        candidate = Document(f"t1.run-1.candidate-{n}.json", {"pad": "x" * 100}, new=True)
+        [path] = journal.write_documents("b1", [candidate])
         os.utime(path, (1000.0 * n, 1000.0 * n))
     policy = RetentionPolicy(max_age_seconds=2500, max_count=10, max_bytes=250)
     report = journal.collect(now=5000.0, policy=policy)
