@@ -30,6 +30,7 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
     ):
         assert f"## {title}" in text
     assert "6 counted, 6 documented" in text  # the fsync count matches the docstring
+    assert "CPU per task, ms" in text and "ceiling for any runner with this journal" in text
     plots = sorted(path.name for path in (tmp_path / "bench" / "plots").iterdir())
     assert plots == ["dispatch.png", "recovery.png", "streaming.png", "throughput.png"]
     assert all(
