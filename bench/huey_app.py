@@ -18,6 +18,6 @@ from bench.work import TaskSpec, run_cli_task
 huey = SqliteHuey("bench", filename=os.environ.get("BENCH_HUEY_DB", "huey-bench.db"))
 
 
-@huey.task()
+@huey.task()  # type: ignore[untyped-decorator]
 def cli_task(spec: TaskSpec) -> dict[str, Any]:
     return run_cli_task(spec)

@@ -41,7 +41,7 @@ def main() -> int:
         _poll_every(args.poll)
     counter = CountingFS()
     if args.fsync_count:
-        services.Journal = lambda lanes: Journal(lanes, fs=counter)  # type: ignore[misc,assignment]
+        services.Journal = lambda lanes: Journal(lanes, fs=counter)  # type: ignore[attr-defined,misc,assignment]
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
     try:
         return cli.main(rest)

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+from matplotlib.axes import Axes  # noqa: E402
 
 from bench.result import Figure  # noqa: E402
 from bench.scale import Scale  # noqa: E402
@@ -76,7 +77,7 @@ def plot(figures: list[Figure], directory: Path) -> list[Path]:
     return drawn
 
 
-def _dispatch(figure: Figure, axes: plt.Axes) -> None:
+def _dispatch(figure: Figure, axes: Axes) -> None:
     names = list(figure.series)
     axes.boxplot(
         [[v * 1000 for v in figure.series[n]] for n in names],
@@ -87,7 +88,7 @@ def _dispatch(figure: Figure, axes: plt.Axes) -> None:
     axes.set_xlabel("ms from ready to process started (log scale)")
 
 
-def _throughput(figure: Figure, axes: plt.Axes) -> None:
+def _throughput(figure: Figure, axes: Axes) -> None:
     levels = figure.series["concurrency"]
     width = 0.27
     for offset, name in enumerate(("lane-runner", "floor", "Huey")):
@@ -98,7 +99,7 @@ def _throughput(figure: Figure, axes: plt.Axes) -> None:
     axes.legend()
 
 
-def _recovery(figure: Figure, axes: plt.Axes) -> None:
+def _recovery(figure: Figure, axes: Axes) -> None:
     sizes, seconds = figure.series["sizes"], figure.series["seconds"]
     axes.plot(sizes, seconds, "o-", label="measured")
     axes.plot(
@@ -109,7 +110,7 @@ def _recovery(figure: Figure, axes: plt.Axes) -> None:
     axes.legend()
 
 
-def _streaming(figure: Figure, axes: plt.Axes) -> None:
+def _streaming(figure: Figure, axes: Axes) -> None:
     axes.barh(
         ["cat > file", "supervisor → task log"], [figure.series["cat"], figure.series["supervisor"]]
     )

@@ -64,7 +64,7 @@ class DirectoryWatch:
 
 def _watch(directory: Path) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
-    fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    fd: int = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
     if fd < 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     mask = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE

@@ -305,7 +305,7 @@ class Database:
             )
         for step in MIGRATIONS[version:]:
             for statement in step:
-                connection.execute(statement)  # type: ignore[call-overload]
+                connection.execute(statement)  # type: ignore[call-overload,unused-ignore]
         if version < SCHEMA_VERSION:
             connection.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
             log.info("board database %s migrated to schema %d", self.where, SCHEMA_VERSION)

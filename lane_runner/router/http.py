@@ -229,7 +229,7 @@ class HttpRouter:
 
     def _delay(self, retry: int) -> float:
         """Exponential from ``backoff``, capped, with jitter of ±50%."""
-        return min(MAX_BACKOFF, self._backoff * 2 ** (retry - 1)) * random.uniform(0.5, 1.5)
+        return min(MAX_BACKOFF, self._backoff * 2.0 ** (retry - 1)) * random.uniform(0.5, 1.5)
 
     def _post(self, payload: bytes) -> tuple[int, Answer, str]:
         """One request: status, the contract's parts, and a short excerpt of the body for errors."""
