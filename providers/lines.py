@@ -51,20 +51,30 @@ class LineSplitter:
 
 
 class Tail:
-    """The last ``limit`` characters of text lines, for handoffs and diagnostics."""
+    """The last ``limit`` bytes of output lines (each cut at ``line_limit``), text on demand."""
 
     def __init__(self, limit: int = 64 * 1024, line_limit: int = 4096) -> None:
         self._limit = limit
         self._line_limit = line_limit
-        self._lines: deque[str] = deque()
+        self._lines: deque[bytes] = deque()
         self._size = 0
 
-    def add(self, line: bytes) -> None:
-        text = line[: self._line_limit].decode("utf-8", errors="replace")
-        self._lines.append(text)
-        self._size += len(text) + 1
+    def extend(self, lines: list[bytes]) -> None:
+        """Add a batch of lines; the ones later lines of the batch push out are never kept.
+
+        A chunk of output holds hundreds of lines, most of them pushed out by the last few,
+        and nothing is decoded until ``text`` is asked for.
+        """
+        start, room = len(lines), self._limit
+        while start > 0 and room > 0:
+            start -= 1
+            room -= min(len(lines[start]), self._line_limit) + 1
+        for line in lines[start:]:
+            kept = line[: self._line_limit]
+            self._lines.append(kept)
+            self._size += len(kept) + 1
         while self._size > self._limit and len(self._lines) > 1:
             self._size -= len(self._lines.popleft()) + 1
 
     def text(self) -> str:
-        return "\n".join(self._lines)
+        return "\n".join(line.decode("utf-8", errors="replace") for line in self._lines)

@@ -277,15 +277,19 @@ class Supervisor:
             )
 
     def _lines(self, lines: list[bytes], from_stdout: bool, clocks: Clocks) -> None:
-        for line in lines:
-            self._tail.add(line)
-            if not from_stdout:
-                self._stderr.add(line)
+        """One read's worth of complete lines: tail, task log, then their events in order."""
+        self._tail.extend(lines)
+        if not from_stdout:
+            self._stderr.extend(lines)
+            for line in lines:
                 self._log.write_line(line, b"[stderr] ")
-                continue
-            self._log.write_line(line)
-            if self._meaningful(line):
-                clocks.last_event = time.monotonic()
+            return
+        self._log.write_lines(lines)
+        meaningful = False
+        for line in lines:
+            meaningful = self._meaningful(line) or meaningful
+        if meaningful:
+            clocks.last_event = time.monotonic()
 
     def _meaningful(self, line: bytes) -> bool:
         if not line.startswith(b"{"):

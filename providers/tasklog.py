@@ -33,6 +33,16 @@ class TaskLog:
         self._file.write(prefix + line + b"\n")
         self._size += size
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """A batch of output lines: one write when they fit in the current part."""
+        size = sum(map(len, lines)) + len(lines)
+        if not lines or self._size + size > self._rotate_bytes:
+            for line in lines:
+                self.write_line(line)
+            return
+        self._file.write(b"\n".join(lines) + b"\n")
+        self._size += size
+
     def note(self, text: str) -> None:
         """A runner-authored line, timestamped so it stands out from CLI output."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

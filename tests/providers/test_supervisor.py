@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from providers import Classification, run_attempt
 from providers.lines import TRUNCATED, LineSplitter, Tail
@@ -141,11 +145,42 @@ def test_line_splitter_caps_long_lines() -> None:
     assert splitter.finish() == [b"tail"]
 
 
-def test_tail_keeps_only_the_last_characters() -> None:
+@given(st.binary(max_size=200), st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+@example(data=b"0123456789abc\n0123456789\nde\nfghijklmnopq", cuts=[3, 12, 20])
+def test_lines_do_not_depend_on_how_the_stream_was_cut(data: bytes, cuts: list[int]) -> None:
+    """Any chunking gives the lines of the whole stream, each capped at 10 bytes."""
+    *complete, last = [
+        line if len(line) <= 10 else line[:10] + TRUNCATED for line in data.split(b"\n")
+    ]
+    splitter, found = LineSplitter(cap=10), []
+    for start, end in itertools.pairwise([0, *sorted(cuts), len(data)]):
+        found += splitter.feed(data[start:end])
+    assert found + splitter.finish() == complete + ([last] if last else [])
+
+
+def test_tail_keeps_only_the_last_bytes() -> None:
     tail = Tail(limit=20, line_limit=8)
     for number in range(100):
-        tail.add(f"line {number} with more text".encode())
+        tail.extend([f"line {number} with more text".encode()])
     assert tail.text().endswith("line 99 ") and len(tail.text()) <= 20
+
+
+@given(
+    st.lists(st.binary(max_size=12), max_size=40),
+    st.lists(st.integers(min_value=0, max_value=40), max_size=6),
+)
+@example(lines=[b"", b"a" * 9, b"b" * 9, b"c" * 8], cuts=[])  # the batch fills the limit to 1 byte
+def test_a_tail_fed_in_batches_equals_one_fed_line_by_line(
+    lines: list[bytes], cuts: list[int]
+) -> None:
+    """Skipping what a batch pushes out is only an optimisation: the tail is the same."""
+    one_by_one, batched = Tail(limit=30, line_limit=9), Tail(limit=30, line_limit=9)
+    for line in lines:
+        one_by_one.extend([line])
+    bounds = [0, *sorted(cuts), len(lines)]
+    for start, end in itertools.pairwise(bounds):
+        batched.extend(lines[start:end])
+    assert batched.text() == one_by_one.text()
 
 
 def test_task_log_rotates_and_keeps_a_bounded_number_of_parts(tmp_path: Path) -> None:
@@ -157,3 +192,27 @@ def test_task_log_rotates_and_keeps_a_bounded_number_of_parts(tmp_path: Path) ->
     assert names == ["t.log", "t.log.1", "t.log.2"]
     assert (tmp_path / "t.log").read_bytes().endswith(b"049 " * 4 + b"\n")
     assert all(path.stat().st_size <= 100 for path in tmp_path.iterdir())
+
+
+@given(
+    st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    st.lists(st.integers(min_value=0, max_value=30), max_size=5),
+    st.integers(min_value=1, max_value=120),
+)
+def test_a_task_log_written_in_batches_equals_one_written_line_by_line(
+    lines: list[bytes], cuts: list[int], rotate_bytes: int
+) -> None:
+    with tempfile.TemporaryDirectory() as single, tempfile.TemporaryDirectory() as batch:
+        one_by_one = TaskLog(Path(single) / "t.log", rotate_bytes, keep=50)
+        for line in lines:
+            one_by_one.write_line(line)
+        one_by_one.close()
+        batched = TaskLog(Path(batch) / "t.log", rotate_bytes, keep=50)
+        for start, end in itertools.pairwise([0, *sorted(cuts), len(lines)]):
+            batched.write_lines(lines[start:end])
+        batched.close()
+        assert _parts(Path(batch)) == _parts(Path(single))
+
+
+def _parts(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
