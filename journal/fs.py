@@ -25,6 +25,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK so that opening a FIFO that raced in after the type check never blocks.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_UNNAMED_FLAGS = os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC
+#: errnos meaning "this filesystem or kernel has no O_TMPFILE".
+_UNNAMED_UNSUPPORTED = frozenset({errno.EISDIR, errno.EINVAL, errno.EOPNOTSUPP})
 
 
 class FS(Protocol):
@@ -34,6 +37,8 @@ class FS(Protocol):
     def open_dir(self, dir_fd: int, name: str) -> int: ...
     def open_read(self, dir_fd: int, name: str) -> int: ...
     def create(self, dir_fd: int, name: str) -> int: ...
+    def create_unnamed(self, dir_fd: int) -> int | None: ...
+    def link_unnamed(self, fd: int, dir_fd: int, name: str) -> None: ...
     def mkdir(self, dir_fd: int, name: str) -> None: ...
     def lstat(self, dir_fd: int, name: str) -> os.stat_result: ...
     def fstat(self, fd: int) -> os.stat_result: ...
@@ -68,13 +73,15 @@ def _renameat2() -> Any:
 class LinuxFS:
     """The real filesystem, via ``os`` and ``renameat2`` (through ctypes).
 
-    ``force_link_fallback`` makes rename-no-replace use ``link`` + ``unlink``
-    even where ``renameat2`` works, so the fallback path is tested for real.
+    ``force_link_fallback`` takes the portable paths even where the better ones
+    work, so they are tested for real: rename-no-replace by ``link`` + ``unlink``,
+    and new files written under a temporary name instead of unnamed.
     """
 
     def __init__(self, *, force_link_fallback: bool = False) -> None:
         self.force_link_fallback = force_link_fallback
         self._renameat2 = None if force_link_fallback else _renameat2()
+        self._unnamed = not force_link_fallback
 
     def open_root(self, path: Path) -> int:
         return os.open(path, _DIR_FLAGS)
@@ -87,6 +94,26 @@ class LinuxFS:
 
     def create(self, dir_fd: int, name: str) -> int:
         return os.open(name, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+
+    def create_unnamed(self, dir_fd: int) -> int | None:
+        """A new file with no name yet (``O_TMPFILE``), or None where the filesystem has none.
+
+        Linked into place by ``link_unnamed``; one that never is vanishes with its
+        descriptor, so a crash leaves no temporary file behind.
+        """
+        if self._unnamed:
+            try:
+                return os.open(".", _UNNAMED_FLAGS, 0o600, dir_fd=dir_fd)
+            except OSError as error:
+                if error.errno not in _UNNAMED_UNSUPPORTED:
+                    raise
+                log.info("no unnamed files here (%s); using temporary names", error.strerror)
+                self._unnamed = False
+        return None
+
+    def link_unnamed(self, fd: int, dir_fd: int, name: str) -> None:
+        """Give the unnamed file ``fd`` the name ``name``; FileExistsError, never a replace."""
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
 
     def mkdir(self, dir_fd: int, name: str) -> None:
         os.mkdir(name, 0o700, dir_fd=dir_fd)

@@ -247,14 +247,22 @@ def _noreplace(home: Home) -> Check:
         )
     try:
         method = fs.noreplace_method(fd)
+        unnamed = fs.create_unnamed(fd)  # never linked: it vanishes when closed
+        if unnamed is not None:
+            fs.close(unnamed)
     finally:
         fs.close(fd)
+    created = (
+        "new records are written unnamed (O_TMPFILE) and linked into place"
+        if unnamed is not None
+        else "new records are written under temporary names"
+    )
     if method == "renameat2":
-        return Check("rename-no-replace", Level.PASS, "renameat2(RENAME_NOREPLACE)")
+        return Check("rename-no-replace", Level.PASS, f"renameat2(RENAME_NOREPLACE); {created}")
     return Check(
         "rename-no-replace",
         Level.WARN,
-        "falls back to link + unlink (same guarantee)",
+        f"falls back to link + unlink (same guarantee); {created}",
         "a filesystem with RENAME_NOREPLACE (ext4, xfs, btrfs, tmpfs) saves a syscall",
     )
 

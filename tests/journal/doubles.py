@@ -137,6 +137,14 @@ class CountingFS(LinuxFS):
         self.step("create")
         return super().create(dir_fd, name)
 
+    def create_unnamed(self, dir_fd: int) -> int | None:
+        self.step("create_unnamed")
+        return super().create_unnamed(dir_fd)
+
+    def link_unnamed(self, fd: int, dir_fd: int, name: str) -> None:
+        self.step("link_unnamed")
+        super().link_unnamed(fd, dir_fd, name)
+
     def mkdir(self, dir_fd: int, name: str) -> None:
         self.step("mkdir")
         super().mkdir(dir_fd, name)

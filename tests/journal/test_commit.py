@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import threading
@@ -293,3 +294,50 @@ def test_documents_written_together_cost_one_directory_fsync(tmp_path: Path) -> 
 
 def test_noreplace_method_is_reported(journal: Journal, fallback: bool) -> None:
     assert journal.noreplace_method("b1") == ("link+unlink" if fallback else "renameat2")
+
+
+def test_new_records_are_written_unnamed_and_leave_no_temporary_name(tmp_path: Path) -> None:
+    """The default path on ext4: the ``.tmp.`` name is never even created."""
+    fs = OpLog()
+    Journal(tmp_path / "lanes", fs).write_pending(**pending_kwargs())
+    assert "create_unnamed" in fs.log and "create" not in fs.log
+
+
+def test_without_unnamed_files_records_get_temporary_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem without O_TMPFILE (no such filesystem can be mounted here, so
+    ``os.open`` answers as one would) falls back once, for good, to named temp files."""
+    real_open = os.open
+    refusals = []
+
+    def no_tmpfile(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            refusals.append(path)
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    fs = OpLog()
+    journal = Journal(tmp_path / "lanes", fs)
+    journal.write_pending(**pending_kwargs(run_id=1))
+    journal.write_pending(**pending_kwargs(run_id=2))
+    assert len(refusals) == 1 and fs.log.count("create") == 2
+    assert journal.has_pending("b1", "t1", 1) and journal.has_pending("b1", "t1", 2)
+
+
+class OpLog(LinuxFS):
+    """Records which of the two ways of creating a record was taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[str] = []
+
+    def create(self, dir_fd: int, name: str) -> int:
+        self.log.append("create")
+        return super().create(dir_fd, name)
+
+    def create_unnamed(self, dir_fd: int) -> int | None:
+        fd = super().create_unnamed(dir_fd)
+        self.log.append("create_unnamed" if fd is not None else "no unnamed files")
+        return fd
