@@ -1,6 +1,6 @@
 """``python -m bench [--smoke] [--out DIR] [--only KEY ...]``: run, then write the report.
 
-The full run takes about 4 minutes on 2 cores (budget: 15); ``--smoke`` runs every figure
+The full run takes about 7 minutes on 2 cores (budget: 15); ``--smoke`` runs every figure
 at toy sizes in well under a minute (the test suite runs it so it cannot rot).
 """
 

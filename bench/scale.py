@@ -1,4 +1,4 @@
-"""How big each benchmark is: the full run (~4 min on 2 cores) and a seconds-long smoke run."""
+"""How big each benchmark is: the full run (~7 min on 2 cores) and a seconds-long smoke run."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ FULL = Scale(
     poll_interval=5.0,
     concurrencies=(1, 4, 8),
     tasks_per_run=32,
-    throughput_rounds=3,
+    throughput_rounds=5,
     journal_commits=200,
     recovery_sizes=(1_000, 10_000),
     stream_bytes=1 << 30,
