@@ -247,16 +247,9 @@ def _noreplace(home: Home) -> Check:
         )
     try:
         method = fs.noreplace_method(fd)
-        unnamed = fs.create_unnamed(fd)  # never linked: it vanishes when closed
-        if unnamed is not None:
-            fs.close(unnamed)
+        created = _record_creation(fs, fd)
     finally:
         fs.close(fd)
-    created = (
-        "new records are written unnamed (O_TMPFILE) and linked into place"
-        if unnamed is not None
-        else "new records are written under temporary names"
-    )
     if method == "renameat2":
         return Check("rename-no-replace", Level.PASS, f"renameat2(RENAME_NOREPLACE); {created}")
     return Check(
@@ -265,6 +258,17 @@ def _noreplace(home: Home) -> Check:
         f"falls back to link + unlink (same guarantee); {created}",
         "a filesystem with RENAME_NOREPLACE (ext4, xfs, btrfs, tmpfs) saves a syscall",
     )
+
+
+def _record_creation(fs: LinuxFS, fd: int) -> str:
+    try:
+        unnamed = fs.create_unnamed(fd)  # never linked: it vanishes when closed
+    except OSError as error:
+        return f"how new records are created is unknown ({error.strerror})"
+    if unnamed is None:
+        return "new records are written under temporary names"
+    fs.close(unnamed)
+    return "new records are written unnamed (O_TMPFILE) and linked into place"
 
 
 def board_checks(cfg: Config) -> list[Check]:
