@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from providers import Classification, run_attempt
 from providers.lines import TRUNCATED, LineSplitter, Tail
-from providers.supervisor import Ended, Limits, Supervisor
+from providers.supervisor import STDOUT_PIPE_SIZE, Ended, Limits, Supervisor
 from providers.tasklog import TaskLog
 
 from .conftest import RequestFactory
@@ -129,6 +130,12 @@ def test_a_prompt_larger_than_the_pipe_reaches_the_cli_whole(tmp_path: Path, scr
     ended = _shell(script, b"p" * (3 << 20), tmp_path)
     assert ended.exit_status == 0
     assert ended.tail.strip() == str(3 << 20)
+
+
+def test_the_cli_writes_its_output_into_a_wide_pipe(tmp_path: Path) -> None:
+    probe = "import fcntl; print(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ))"
+    ended = _shell(f"sleep 0.3; {sys.executable} -c '{probe}'", b"", tmp_path)
+    assert ended.tail.strip() == str(STDOUT_PIPE_SIZE)
 
 
 def test_a_cli_that_never_reads_its_prompt_still_ends(tmp_path: Path) -> None:
