@@ -157,12 +157,18 @@ def test_logs_follow_prints_appended_lines(lane: Lane) -> None:
     log = lane.home.log_file(BOARD, "t1")
     log.parent.mkdir(parents=True)
     log.write_text('{"type":"thread.started","thread_id":"th-1"}\n')
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "lane_runner.cli", "--home", str(lane.root), "logs", "t1", "-f"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=lane.environ(),
-    )
+    # Ctrl-C as a terminal delivers it: a test run started in the background has
+    # SIGINT ignored, and a child would inherit that. A handler does not survive exec.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "lane_runner.cli", "--home", str(lane.root), "logs", "t1", "-f"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=lane.environ(),
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline() == "codex thread th-1\n"
