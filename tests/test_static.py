@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,22 @@ def test_ruff_finds_nothing() -> None:
 def test_mypy_strict_is_clean_on_the_journal_and_its_neighbours() -> None:
     done = _run("mypy", "--strict", "--no-incremental", *STRICT)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+#: A path that exists only on the machine that wrote it: an absolute path into a
+#: temporary, home or work directory, or into a virtualenv's ``bin``.
+MACHINE_PATH = re.compile(r"['\"]/(?:tmp|root|home|work|opt)/[^'\"]*(?:venv|/bin/)")
+
+
+def test_no_test_names_a_path_of_one_machine() -> None:
+    """A fresh clone on another machine must pass: tests find programs and files
+    relative to the interpreter, the repository or a temporary directory."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for folder in ("tests", "bench", ".ci")
+        for path in sorted((REPO / folder).rglob("*"))
+        if path.is_file() and path.suffix in {".py", ""} and path != Path(__file__)
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if MACHINE_PATH.search(line)
+    ]
+    assert offenders == []

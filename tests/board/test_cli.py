@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-LANE_RUNNER = "/tmp/venv/bin/lane-runner"
+#: The console script installed beside the interpreter running the tests.
+LANE_RUNNER = str(Path(sys.executable).with_name("lane-runner"))
 
 
 class Cli:
