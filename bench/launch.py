@@ -17,8 +17,10 @@ from pathlib import Path
 
 from bench.counting import CountingFS
 from journal import Journal
-from lane_runner import cli, daemon, services
+from lane_runner import daemon
 from lane_runner.board.sqlite import SqliteStore
+from lane_runner.cli import main as cli
+from lane_runner.service import services
 
 
 def _poll_every(interval: float) -> None:

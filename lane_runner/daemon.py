@@ -23,13 +23,13 @@ from typing import Any
 
 from journal import RetentionPolicy
 from lane_runner import config as configuration
-from lane_runner import logs, metrics, recovery, status
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim, Outcome
-from lane_runner.executor import RunExecutor, RunReport
-from lane_runner.lock import HomeLock
-from lane_runner.notify import Notifier
-from lane_runner.services import build
+from lane_runner.run.executor import RunExecutor, RunReport
+from lane_runner.service import logs, metrics, recovery, status
+from lane_runner.service.lock import HomeLock
+from lane_runner.service.notify import Notifier
+from lane_runner.service.services import build
 
 log = logging.getLogger(__name__)
 

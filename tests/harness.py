@@ -21,7 +21,7 @@ import pytest
 from lane_runner.board.model import NewTask, Run, Status, Task
 from lane_runner.board.sqlite import SqliteBoard, SqliteStore
 from lane_runner.home import Home
-from lane_runner.leftovers import find as find_workers
+from lane_runner.service.leftovers import find as find_workers
 
 BOARD = "work"
 FAST_CONFIG = {
@@ -79,7 +79,7 @@ class Runner:
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), *args],
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.root), *args],
             env=self.environ(),
             capture_output=True,
             text=True,
@@ -91,7 +91,7 @@ class Runner:
         """``lane-runner run ARGS``, logging to ``daemon.log`` in the home."""
         log = (self.root / "daemon.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.root), "run", *args],
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.root), "run", *args],
             env=self.environ(),
             stdout=log,
             stderr=log,

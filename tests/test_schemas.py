@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import schemas
 from journal.record import State, TerminalRecord
-from lane_runner.lanestate import LaneState
+from lane_runner.run.lanestate import LaneState
 
 RESULT: dict[str, Any] = {
     "status": "completed",

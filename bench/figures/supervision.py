@@ -20,7 +20,7 @@ from bench.figures.throughput import Workbench
 from bench.result import Check, Figure, median, ms, ratio
 from bench.scale import Scale
 from bench.work import codex_argv
-from lane_runner import leftovers
+from lane_runner.service import leftovers
 from providers import codex
 from providers.reading import Reading
 from providers.supervisor import Limits, Supervisor

@@ -59,7 +59,7 @@ def test_home_defaults(tmp_path: Path) -> None:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lane_runner.cli", *args],
+        [sys.executable, "-m", "lane_runner.cli.main", *args],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", **(env or {})},

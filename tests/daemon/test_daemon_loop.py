@@ -14,8 +14,8 @@ import pytest
 from lane_runner import config
 from lane_runner.board.model import BlockKind, Outcome, Status
 from lane_runner.daemon import Daemon
-from lane_runner.executor import RunExecutor
-from lane_runner.notify import Notifier
+from lane_runner.run.executor import RunExecutor
+from lane_runner.service.notify import Notifier
 from tests.harness import Lane
 
 

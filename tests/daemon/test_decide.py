@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lane_runner.board.model import BlockKind, Outcome
-from lane_runner.decide import Step, after_attempt
+from lane_runner.run.decide import Step, after_attempt
 
 
 def result(

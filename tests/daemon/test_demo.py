@@ -11,7 +11,7 @@ from pathlib import Path
 def test_the_demo_finishes_every_task_through_a_crash_and_a_recovery(tmp_path: Path) -> None:
     home = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "lane_runner.cli", "demo", "--simulated", "--home", str(home)],
+        [sys.executable, "-m", "lane_runner.cli.main", "demo", "--simulated", "--home", str(home)],
         capture_output=True, text=True, timeout=120,
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
     )
@@ -30,7 +30,7 @@ def test_the_demo_finishes_every_task_through_a_crash_and_a_recovery(tmp_path: P
 def test_the_demo_refuses_a_home_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "precious.txt").write_text("keep me")
     result = subprocess.run(
-        [sys.executable, "-m", "lane_runner.cli", "demo", "--home", str(tmp_path)],
+        [sys.executable, "-m", "lane_runner.cli.main", "demo", "--home", str(tmp_path)],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 1 and "not empty" in result.stderr

@@ -12,8 +12,8 @@ import pytest
 from journal import Journal, LinuxFS
 from lane_runner import config
 from lane_runner.board.model import NewTask, Outcome, Status
-from lane_runner.executor import RunExecutor
-from lane_runner.services import Services, build
+from lane_runner.run.executor import RunExecutor
+from lane_runner.service.services import Services, build
 from tests.harness import BOARD, Lane
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lane_runner import lanestate
+from lane_runner.run import lanestate
 
 
 def save(directory: Path, state: lanestate.LaneState) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.lock import HomeLock, HomeLocked, holder
+from lane_runner.service.lock import HomeLock, HomeLocked, holder
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from lane_runner.lock import HomeLock
+from lane_runner.service.lock import HomeLock
 with HomeLock(Path(sys.argv[1]), "daemon"):
     print("held", flush=True)
     time.sleep(60)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.notify import Notifier
+from lane_runner.service.notify import Notifier
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_watchdog_interval_is_half_the_usec_for_this_pid(monkeypatch: pytest.Mon
 def test_doctor_passes_a_socket_that_listens_and_fails_one_that_does_not(
     listener, tmp_path: Path
 ) -> None:
-    from lane_runner import doctor
+    from lane_runner.cli import doctor
 
     path, sock = listener
     (passed,) = doctor.notify_check(Notifier(str(path)))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lane_runner import workspace
+from lane_runner.run import workspace
 
 
 def git(*args: str, cwd: Path) -> str:

@@ -13,7 +13,7 @@ import httpx
 import orjson
 
 from journal import Journal
-from lane_runner.status import status_path
+from lane_runner.service.status import status_path
 from tests.harness import BOARD, Lane
 
 RESULT = {
@@ -162,7 +162,8 @@ def test_logs_follow_prints_appended_lines(lane: Lane) -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         follower = subprocess.Popen(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(lane.root), "logs", "t1", "-f"],
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(lane.root),
+             "logs", "t1", "-f"],
             stdout=subprocess.PIPE,
             text=True,
             env=lane.environ(),

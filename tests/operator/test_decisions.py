@@ -12,10 +12,11 @@ import orjson
 import pytest
 
 from journal import Entry
-from lane_runner import doctor, logs, status, transcript
 from lane_runner.board.model import Status
-from lane_runner.inspection import BoardView, explain, needs_attention
-from lane_runner.lock import Holder
+from lane_runner.cli import doctor, transcript
+from lane_runner.cli.inspection import BoardView, explain, needs_attention
+from lane_runner.service import logs, status
+from lane_runner.service.lock import Holder
 
 
 def entry(kind: str, valid: bool = True, reason: str | None = None, run: int = 7) -> Entry:

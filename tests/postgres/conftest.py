@@ -30,7 +30,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Outcome, Status, Task
 from lane_runner.board.postgres import PostgresBoard, PostgresStore
 from lane_runner.home import Home
-from lane_runner.leftovers import find as find_workers
+from lane_runner.service.leftovers import find as find_workers
 from tests.harness import Runner, git
 
 BOARD = "shared"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lane_runner import config, doctor
+from lane_runner import config
+from lane_runner.cli import doctor
 from tests.router.conftest import ScriptedRouter
 
 

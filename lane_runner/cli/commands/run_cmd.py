@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lane_runner import recovery
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.cli import add_json_flag, load_config
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
-from lane_runner.lock import HomeLock
-from lane_runner.output import print_json, print_table
-from lane_runner.services import build
+from lane_runner.service import recovery
+from lane_runner.service.lock import HomeLock
+from lane_runner.service.services import build
 
 EXIT_PENDING = 3
 

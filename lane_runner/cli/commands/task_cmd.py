@@ -13,9 +13,9 @@ from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_BODY_BYTES
-from lane_runner.cli import add_json_flag, load_config
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, print_table, timestamp
 from lane_runner.errors import UsageError
-from lane_runner.output import print_json, print_table, timestamp
 
 
 def register(subparsers: Any) -> None:

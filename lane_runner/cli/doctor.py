@@ -23,9 +23,9 @@ from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.notify import Notifier
 from lane_runner.router import RoutingError, make_router
-from lane_runner.services import resolve_binaries
+from lane_runner.service.notify import Notifier
+from lane_runner.service.services import resolve_binaries
 from providers import ProviderRequest, claude_root_refusal
 from providers import claude as claude_adapter
 from providers import codex as codex_adapter

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lane_runner import transcript
-from lane_runner.cli import load_config
+from lane_runner.cli import transcript
+from lane_runner.cli.main import load_config
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name

@@ -12,7 +12,6 @@ from typing import Any
 
 import schemas
 from journal import CommitResult, Journal, TerminalRecord
-from lane_runner.activity import Activity
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.board.model import Outcome
@@ -20,6 +19,7 @@ from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import Judge, Router, make_judge, make_router
+from lane_runner.service.activity import Activity
 
 log = logging.getLogger(__name__)
 RESULT_SCHEMA = "worker-result.schema.json"

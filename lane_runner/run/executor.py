@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from journal import Document, FinalizeOutcome
-from lane_runner import context as contexts
-from lane_runner import decide, lanestate, leftovers, metrics, workspace
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
-from lane_runner.services import Services
+from lane_runner.run import context as contexts
+from lane_runner.run import decide, lanestate, workspace
+from lane_runner.service import leftovers, metrics
+from lane_runner.service.services import Services
 from providers import (
     Attempt,
     Classification,

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from lane_runner.lock import Holder
 from lane_runner.router.health import write_atomic
+from lane_runner.service.lock import Holder
 
 STATUS_FILE = "status.json"
 FORMAT = 1

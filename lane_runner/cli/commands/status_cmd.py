@@ -15,14 +15,15 @@ from dataclasses import asdict
 from typing import Any
 
 from journal import Journal
-from lane_runner import inspection, lock, status
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
-from lane_runner.cli import add_json_flag, load_config
+from lane_runner.cli import inspection
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import duration, print_json, print_table, timestamp
 from lane_runner.config import Config
 from lane_runner.home import Home
-from lane_runner.output import duration, print_json, print_table, timestamp
 from lane_runner.router import health
+from lane_runner.service import lock, status
 
 
 def register(subparsers: Any) -> None:

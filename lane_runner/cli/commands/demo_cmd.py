@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lane_runner import demo
+from lane_runner.cli import demo
 
 
 def register(subparsers: Any) -> None:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal import RecoveryReport
-from lane_runner import leftovers
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Run
-from lane_runner.services import Services
+from lane_runner.service import leftovers
+from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
 

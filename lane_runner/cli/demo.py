@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lane_runner import lanestate
 from lane_runner.board.model import NewTask, Status, Task
 from lane_runner.board.sqlite import SqliteStore
+from lane_runner.cli.output import table
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
-from lane_runner.output import table
+from lane_runner.run import lanestate
 
 BOARD = "demo"
 TIMEOUT = 50.0
@@ -137,7 +137,7 @@ class Runner:
 
     def start(self, *extra: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.home), *extra],
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.home), *extra],
             env=self.environ,
             stderr=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -145,7 +145,7 @@ class Runner:
 
     def recover(self) -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "lane_runner.cli", "--home", str(self.home), "recover"],
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.home), "recover"],
             env=self.environ,
             capture_output=True,
             text=True,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lane_runner import doctor
-from lane_runner.cli import add_json_flag, load_config
-from lane_runner.output import print_json, print_table
+from lane_runner.cli import doctor
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, print_table
 
 EPILOG = (
     "exit status: 0 when no check failed (warnings are printed), 1 when one failed "

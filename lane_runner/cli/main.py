@@ -1,6 +1,6 @@
 """The ``lane-runner`` command line.
 
-Each command group lives in ``lane_runner/commands/<group>.py`` and exposes
+Each command group lives in ``lane_runner/cli/commands/<group>.py`` and exposes
 ``register(subparsers)``; this module only assembles them and turns errors into
 exit codes: 0 ok, 2 usage or validation error, 1 anything else (some commands
 document more, e.g. ``recover`` exits 3 when work is left pending).
@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lane_runner import __version__, config, logs
+from lane_runner import __version__, config
 from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.service import logs
 
 COMMAND_MODULES = (
     "config_cmd",
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMAND_MODULES:
-        importlib.import_module(f"lane_runner.commands.{name}").register(subparsers)
+        importlib.import_module(f"lane_runner.cli.commands.{name}").register(subparsers)
     return parser
 
 

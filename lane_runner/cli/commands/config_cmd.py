@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lane_runner.cli import add_json_flag, load_config
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, print_table
 from lane_runner.config import KEYS
-from lane_runner.output import print_json, print_table
 
 
 def register(subparsers: Any) -> None:

@@ -16,13 +16,13 @@ from typing import Any
 import orjson
 
 from journal import Entry, Journal
-from lane_runner import inspection
 from lane_runner.board import open_store, rules
 from lane_runner.board.base import BoardUnavailable, Store
-from lane_runner.cli import add_json_flag, load_config
+from lane_runner.cli import inspection
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import duration, print_json, print_table, timestamp
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
-from lane_runner.output import duration, print_json, print_table, timestamp
 
 STATES = (
     "pending",

@@ -1,0 +1,1 @@
+"""The command line: argument parsing, the command groups and what they print."""
