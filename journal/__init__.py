@@ -1,4 +1,4 @@
-"""The crash-safe terminal journal (DESIGN §3.2, §4).
+"""The crash-safe terminal journal (docs/ARCHITECTURE.md §3.2, §4).
 
 Knows files, inodes and fsync; knows nothing of boards, providers or HTTP: the
 board commit is a callback (``CommitFn``) it is handed.

@@ -1,4 +1,4 @@
-"""Finalize pending records: the commit protocol of DESIGN §4.1.
+"""Finalize pending records: the commit protocol of docs/ARCHITECTURE.md §4.1.
 
 pending (pinned) → prepared evidence → board commit (the callback) →
 committed record, or conflict record → drop prepared → retire the pinned

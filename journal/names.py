@@ -1,4 +1,5 @@
-"""Every journal file name of DESIGN §3.2, parsed into a typed identity and formatted back.
+"""Every journal file name (docs/ARCHITECTURE.md §3.2), parsed into a typed identity and
+formatted back.
 
 Pure: no I/O. Authority comes from the path (§4 promise 3), so this module is
 where a name is turned into the board/task/run it is allowed to speak for.

@@ -1,4 +1,4 @@
-"""Recovery: replay whatever a crash left between journal states (DESIGN §4.2).
+"""Recovery: replay whatever a crash left between journal states (docs/ARCHITECTURE.md §4.2).
 
 Per board, in this order -- each step may create what the next one consumes:
 

@@ -1,4 +1,4 @@
-"""The daemon: signals, wake-ups, claims and worker reaping in one place (DESIGN §6).
+"""The daemon: signals, wake-ups, claims and worker reaping in one place (docs/ARCHITECTURE.md §6).
 
 Shaped like gunicorn's arbiter. The main thread owns the loop and every board
 claim; worker threads each carry one run (``RunExecutor``) and wake the loop

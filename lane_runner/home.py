@@ -1,4 +1,4 @@
-"""The home directory layout (DESIGN §3.1), in one place.
+"""The home directory layout (docs/ARCHITECTURE.md §3.1), in one place.
 
 Everything the runner keeps lives under one home; this module names the paths
 and creates the directories with private modes. It decides nothing else.

@@ -1,4 +1,7 @@
-"""Board slugs, task ids and assignees: validated once, at the door (DESIGN §3.1, §3.4)."""
+"""Board slugs, task ids and assignees: validated once, at the door.
+
+The rules are docs/ARCHITECTURE.md §3.1 and §3.4.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +49,10 @@ def is_lane_assignee(assignee: str) -> bool:
 
 
 def parse_lane(assignee: str) -> Lane:
-    """The lane an assignee names; raises UsageError for anything outside DESIGN §3.4."""
+    """The lane an assignee names.
+
+    Raises UsageError for anything outside docs/ARCHITECTURE.md §3.4.
+    """
     if assignee == AUTO_ASSIGNEE:
         return Lane(None, None)
     match = _MANUAL.fullmatch(assignee)

@@ -1,4 +1,4 @@
-"""Failure classification from CLI-level signals only (DESIGN §7).
+"""Failure classification from CLI-level signals only (docs/ARCHITECTURE.md §7).
 
 Input is what the CLI itself said about the run: top-level error events, the
 final result event, stderr and the exit status. The agent's own prose (agent

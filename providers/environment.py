@@ -1,4 +1,4 @@
-"""The allow-listed environment a worker CLI gets (DESIGN §6).
+"""The allow-listed environment a worker CLI gets (docs/ARCHITECTURE.md §6).
 
 Workers never inherit the runner's environment: board DSNs, router tokens and
 anything else the daemon holds stay out. Only what a CLI needs to run and

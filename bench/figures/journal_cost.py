@@ -64,7 +64,11 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     documented_total = sum(DOCUMENTED_FSYNCS.values())
     timed = [
         ("write_pending: accept (result durable)", fsyncs["write_pending"], "write_pending"),
-        ("finalize: the commit protocol of DESIGN §4.1", fsyncs["finalize"], "finalize"),
+        (
+            "finalize: the commit protocol of docs/ARCHITECTURE.md §4.1",
+            fsyncs["finalize"],
+            "finalize",
+        ),
     ]
     figure.rows = [["bare durable write (baseline)", "2", "—", ms(bare), "1.00×"]]
     for (label, counted, key), times in zip(timed, (pending_times, finalize_times), strict=True):
@@ -101,14 +105,15 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         ),
     ]
     figure.notes.append(
-        f"{scale.journal_commits} commits; the board callback answers at once. DESIGN §4.1 "
-        "names finalize the commit protocol: prepared evidence, the board commit, the "
-        "committed record; that is the commit latency held to 3×. Accepting the result "
-        "(write_pending) is the step before it, held to 3× on its own: a result is safe once "
-        "write_pending returns. Both together write three durable documents (6 fsyncs against "
-        "the baseline's 2), each needed for a guarantee listed in journal/__init__.py, so their "
-        "sum is shown without a target. The daemon's fsyncs per task, lane files included, are "
-        "in the throughput table; journal/__init__.py accounts for every one."
+        f"{scale.journal_commits} commits; the board callback answers at once. "
+        "docs/ARCHITECTURE.md §4.1 names finalize the commit protocol: prepared evidence, the"
+        " board commit, the committed record; that is the commit latency held to 3×. "
+        "Accepting the result (write_pending) is the step before it, held to 3× on its own: a"
+        " result is safe once write_pending returns. Both together write three durable "
+        "documents (6 fsyncs against the baseline's 2), each needed for a guarantee listed in"
+        " journal/__init__.py, so their sum is shown without a target. The daemon's fsyncs "
+        "per task, lane files included, are in the throughput table; journal/__init__.py "
+        "accounts for every one."
     )
     return figure
 

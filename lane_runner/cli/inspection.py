@@ -1,4 +1,5 @@
-"""What a journal entry means and what ``recover`` would do with it, and why (DESIGN §4.2).
+"""What a journal entry means and what ``recover`` would do with it, and why
+(docs/ARCHITECTURE.md §4.2).
 
 Pure: an entry as the journal's inspection judged it, plus the board's view of
 its run, in; an explanation out. ``journal show`` prints it and ``journal

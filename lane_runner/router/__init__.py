@@ -1,4 +1,5 @@
-"""Routing: which provider, model and effort each worker attempt uses (DESIGN §3.4, §3.5).
+"""Routing: which provider, model and effort each worker attempt uses
+(docs/ARCHITECTURE.md §3.4, §3.5).
 
 ``make_router`` gives the HTTP model router when ``router_url`` is configured and
 the embedded static policy otherwise; both speak the ``Router`` protocol.

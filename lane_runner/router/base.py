@@ -12,7 +12,7 @@ class Router(Protocol):
     """Chooses provider, model and effort at every worker boundary.
 
     ``route`` never returns the excluded provider: the caller decides when a
-    provider is excluded (fresh health, DESIGN §3.5), the router only obeys.
+    provider is excluded (fresh health, docs/ARCHITECTURE.md §3.5), the router only obeys.
     """
 
     def route(

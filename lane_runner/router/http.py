@@ -1,4 +1,4 @@
-"""The HTTP model router client (DESIGN §3.5).
+"""The HTTP model router client (docs/ARCHITECTURE.md §3.5).
 
 One pooled ``httpx.Client`` per daemon carries every routing and judging
 request. Connection errors, timeouts and 5xx answers are retried a bounded

@@ -1,4 +1,4 @@
-"""The route value and the pure rules of the router contract (DESIGN §3.5).
+"""The route value and the pure rules of the router contract (docs/ARCHITECTURE.md §3.5).
 
 A selection names ``worker/<provider>/<model>/<effort>``. The router's header
 carries the stable choice; its message body may carry a more specific model

@@ -1,4 +1,4 @@
-"""Carry one claimed run from route to result (DESIGN §1).
+"""Carry one claimed run from route to result (docs/ARCHITECTURE.md §1).
 
 The executor owns one run at a time: lane state, workspace, context, route,
 provider attempts under the supervisor, the goal loop, and the hand-over of an

@@ -1,4 +1,4 @@
-"""The lane state file ``lanes/<board>/<task>.json`` (DESIGN §3.2).
+"""The lane state file ``lanes/<board>/<task>.json`` (docs/ARCHITECTURE.md §3.2).
 
 It is what a restarted runner needs to carry a task on: the route, the provider
 that last worked on it and its session ids (so the same provider resumes and a

@@ -1,4 +1,4 @@
-"""One daemon or ``recover`` per home: ``runner.lock`` (DESIGN §6).
+"""One daemon or ``recover`` per home: ``runner.lock`` (docs/ARCHITECTURE.md §6).
 
 The lock is an flock held by filelock for the life of the process; the kernel
 drops it when the process dies, so a ``kill -9`` never leaves a home locked.

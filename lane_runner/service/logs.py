@@ -1,4 +1,5 @@
-"""Structured logs: JSON lines on stderr for journald, plain text for a terminal (DESIGN §6).
+"""Structured logs: JSON lines on stderr for journald, plain text for a terminal
+(docs/ARCHITECTURE.md §6).
 
 Every record carries the board, task and run it concerns when one is known:
 either passed with ``extra=logs.about(board, task, run)`` or set for a whole

@@ -1,4 +1,5 @@
-"""Recovery orchestration (DESIGN §4.2): the journal's replay, then orphans and expired leases.
+"""Recovery orchestration (docs/ARCHITECTURE.md §4.2): the journal's replay, then orphans
+and expired leases.
 
 ``recover`` runs at every daemon start and as ``lane-runner recover``: it replays
 what a crash left in the journal, then returns this node's orphaned runs to

@@ -1,4 +1,4 @@
-"""The board contract (DESIGN §5): every backend runs this suite through ``store``."""
+"""The board contract (docs/ARCHITECTURE.md §5): every backend runs this suite through ``store``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The shipped unit file passes systemd-analyze verify and says what DESIGN §6 asks."""
+"""The shipped unit file passes systemd-analyze verify and says what
+docs/ARCHITECTURE.md §6 asks."""
 
 from __future__ import annotations
 

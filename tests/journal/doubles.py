@@ -34,7 +34,7 @@ RESULT = {
 class SqliteBoard:
     """A tiny exact-run board in a SQLite file (usable from several processes).
 
-    ``commit`` follows DESIGN §5: the current running run completes once; the same
+    ``commit`` follows docs/ARCHITECTURE.md §5: the current running run completes once; the same
     run with the same result again is a duplicate (committed); anything else is stale.
     Every call and every retry request is recorded so tests can count them.
     """

@@ -1,4 +1,5 @@
-"""Every classification, from streams shaped exactly like DESIGN §7 (real CLI output)."""
+"""Every classification, from streams shaped exactly like docs/ARCHITECTURE.md §7
+(real CLI output)."""
 
 from __future__ import annotations
 

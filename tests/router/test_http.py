@@ -1,4 +1,4 @@
-"""The HTTP router client against a real loopback server (DESIGN §3.5)."""
+"""The HTTP router client against a real loopback server (docs/ARCHITECTURE.md §3.5)."""
 
 from __future__ import annotations
 
