@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.errors import UsageError
+from lane_runner.home import Home
 from lane_runner.names import EFFORTS, PROVIDERS, is_lane_assignee
 
 ENV_PREFIX = "LANE_RUNNER_"
 # LANE_RUNNER_* variables that are not settings: the home, the simulators' knobs
 # (passed through to simulated CLIs) and the markers the runner gives its workers.
 NOT_SETTINGS = ("LANE_RUNNER_HOME", "LANE_RUNNER_SIM_", "LANE_RUNNER_NODE", "LANE_RUNNER_ATTEMPT")
-CONFIG_FILE = "config.toml"
 
 
 def default_home(environ: Mapping[str, str] = os.environ) -> Path:
@@ -257,7 +257,7 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
     home = (home or default_home(environ)).expanduser().absolute()
     values = {key.name: key.default for key in KEYS}
     sources = dict.fromkeys(values, "default")
-    path = home / CONFIG_FILE
+    path = Home(home).config_file
     for name, raw in _read_file(path).items():
         if name not in KEYS_BY_NAME:
             raise UsageError(f"unknown key {name!r} in {path}; see 'lane-runner config show'")

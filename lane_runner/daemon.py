@@ -25,6 +25,7 @@ from journal import RetentionPolicy
 from lane_runner import config as configuration
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim, Outcome
+from lane_runner.home import Home
 from lane_runner.run.executor import RunExecutor, RunReport
 from lane_runner.service import logs, metrics, recovery, status
 from lane_runner.service.lock import HomeLock
@@ -82,12 +83,12 @@ class Daemon:
         self.last_watchdog = 0.0
         self.pending_finalizations = 0
         self.started_at = time.time()
-        self.publisher = status.Publisher(status.status_path(cfg.home))
+        self.publisher = status.Publisher(Home(cfg.home).status_file)
         self.metrics_server: metrics.Server | None = None
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
-        home_lock = HomeLock(self.cfg.home / "runner.lock", "daemon")
+        home_lock = HomeLock(Home(self.cfg.home).lock_file, "daemon")
         with home_lock:
             self.services = build(self.cfg)
             previous = self._install_signals()

@@ -32,13 +32,12 @@ class Home:
     def lane_dir(self, board: str) -> Path:
         return self.lanes / check_name("board", board)
 
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
     def log_file(self, board: str, task_id: str) -> Path:
-        return (
-            self.root
-            / "logs"
-            / check_name("board", board)
-            / f"{check_name('task id', task_id)}.log"
-        )
+        return self.logs / check_name("board", board) / f"{check_name('task id', task_id)}.log"
 
     @property
     def worktrees(self) -> Path:
@@ -58,6 +57,11 @@ class Home:
     @property
     def config_file(self) -> Path:
         return self.root / "config.toml"
+
+    @property
+    def status_file(self) -> Path:
+        """The running daemon's status document (see ``service/status.py``)."""
+        return self.root / "status.json"
 
     def ensure(self) -> None:
         """Create the home and its top-level directories (0700) if missing."""

@@ -243,7 +243,6 @@ def run(home: Path | None = None, *, simulated: bool = False) -> int:
         raise LaneRunnerError(f"demo home {root} is not empty; give an empty or new directory")
     started = time.monotonic()
     simulate = simulated or not (shutil.which("codex") and shutil.which("claude"))
-    (root / "config.toml").write_text(CONFIG.format(simulate=str(simulate).lower()))
     environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
     if os.geteuid() == 0:
         # Claude refuses to skip permissions as root unless told it is in a sandbox:
@@ -251,6 +250,7 @@ def run(home: Path | None = None, *, simulated: bool = False) -> int:
         environ["IS_SANDBOX"] = "1"
     layout = Home(root)
     layout.ensure()
+    layout.config_file.write_text(CONFIG.format(simulate=str(simulate).lower()))
     _say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
     _make_repository(root / "project")
     store = SqliteStore(layout.boards)

@@ -21,14 +21,9 @@ import orjson
 from lane_runner.router.health import write_atomic
 from lane_runner.service.lock import Holder
 
-STATUS_FILE = "status.json"
 FORMAT = 1
 MAX_BYTES = 1 << 20
 PUBLISH_INTERVAL = 1.0
-
-
-def status_path(home: Path) -> Path:
-    return home / STATUS_FILE
 
 
 class Publisher:

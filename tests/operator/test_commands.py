@@ -13,7 +13,7 @@ import httpx
 import orjson
 
 from journal import Journal
-from lane_runner.service.status import status_path
+from lane_runner.home import Home
 from tests.harness import BOARD, Lane
 
 RESULT = {
@@ -105,7 +105,7 @@ def test_dead_daemon_leftovers_are_reported_stale(lane: Lane) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lane.home.lock_file.write_bytes(orjson.dumps({"pid": dead.pid, "command": "daemon"}))
-    status_path(lane.root).write_bytes(orjson.dumps({"pid": dead.pid, "active": [{}]}))
+    Home(lane.root).status_file.write_bytes(orjson.dumps({"pid": dead.pid, "active": [{}]}))
     done = lane.cli("status", "--json")
     assert done.returncode == 0
     daemon = json_of(done)["daemon"]
@@ -149,7 +149,7 @@ def test_live_daemon_status_and_metrics(lane: Lane) -> None:
     assert "lane_runner_journal_commit_seconds_count 1.0" in text
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=60) == 0
-    assert not status_path(lane.root).exists()
+    assert not Home(lane.root).status_file.exists()
     assert json_of(lane.cli("status", "--json"))["daemon"]["state"] == "stopped"
 
 

@@ -35,7 +35,7 @@ def log_path(home: Home, task: str, board: str | None) -> Path:
         if not path.exists():
             raise NotFound(f"no log for task {task!r} on board {board!r} ({path})")
         return path
-    logs = home.root / "logs"
+    logs = home.logs
     pattern = f"*/{check_name('task id', task)}.log"
     found = sorted(logs.glob(pattern)) if logs.is_dir() else []
     if not found:

@@ -9,6 +9,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
+from lane_runner.home import Home
 from lane_runner.service import recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build
@@ -52,7 +53,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 def run_recover(args: argparse.Namespace) -> int:
     cfg = load_config(args)
-    with HomeLock(cfg.home / "runner.lock", "recover"):
+    with HomeLock(Home(cfg.home).lock_file, "recover"):
         services = build(cfg)
         try:
             result = recovery.recover(services)

@@ -59,7 +59,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
     view = status.judge(
         lock.holder(home.lock_file),
         lock.read_holder(home.lock_file),
-        status.read(status.status_path(home.root)),
+        status.read(home.status_file),
     )
     published = view.published or {}
     active = [
