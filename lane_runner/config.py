@@ -205,6 +205,10 @@ KEYS: tuple[Key, ...] = (
     Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
+#: Keys a running daemon reads once, at start: the board store and its failure limit,
+#: the worker user its home was opened for, the metrics listener. A reload (SIGHUP)
+#: keeps their running values and says so; every other key takes effect at once.
+RESTART_KEYS = ("board_url", "failure_limit", "worker_user", "metrics_port")
 
 
 @dataclass(frozen=True)
@@ -231,6 +235,15 @@ class Config:
             )
             sources[name] = "override"
         return Config(self.home, values, sources)
+
+
+    def reloaded_as(self, loaded: Config) -> tuple[Config, list[str]]:
+        """``loaded`` with the restart keys kept at their running values, and the names of
+        those whose new values must wait for a restart."""
+        waiting = [name for name in RESTART_KEYS if loaded.values[name] != self.values[name]]
+        values = {**loaded.values, **{name: self.values[name] for name in RESTART_KEYS}}
+        sources = {**loaded.sources, **{name: self.sources[name] for name in RESTART_KEYS}}
+        return Config(loaded.home, values, sources), waiting
 
 
 def _parse(key: Key, raw: Any, where: str) -> Any:

@@ -69,6 +69,7 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.wake = threading.Event()
         self.stopping = False
+        self.stop_signal: int | None = None
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
@@ -132,7 +133,9 @@ class Daemon:
         return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
 
     def _on_stop(self, signum: int, frame: object) -> None:
-        log.info("signal %s: stop claiming, finish or hand back running work", signum)
+        """Only set flags: a handler that logged could deadlock on a lock the
+        interrupted thread holds. The loop says what happened once it wakes."""
+        self.stop_signal = signum
         self.stopping = True
         self.wake.set()
 
@@ -265,12 +268,15 @@ class Daemon:
     def _reload(self) -> None:
         self.reload_requested = False
         try:
-            cfg = configuration.load(self.cfg.home)
+            cfg, waiting = self.cfg.reloaded_as(configuration.load(self.cfg.home))
+            self.services.reload(cfg)
         except Exception as error:  # noqa: BLE001 - a bad edit must not kill a running daemon
             log.error("config reload failed, keeping the old configuration: %s", error)
             return
-        self.cfg = self.services.cfg = cfg
+        self.cfg = cfg
         log.info("configuration reloaded (concurrency %d)", cfg.concurrency)
+        if waiting:
+            log.warning("%s changed: the new value takes effect at restart", ", ".join(waiting))
 
     def _wait(self) -> None:
         """Sleep until a worker finishes, a signal arrives, a board changes, or a timer is due."""
@@ -342,6 +348,11 @@ class Daemon:
         sessions resume. Accepted results are already in the journal.
         """
         self.stopping = True
+        if self.stop_signal is not None:
+            log.info(
+                "%s: stop claiming, finish or hand back running work",
+                signal.Signals(self.stop_signal).name,
+            )
         self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
         grace = self.services.cfg.shutdown_grace
         done, running = concurrent.futures.wait(list(self.workers), timeout=grace)

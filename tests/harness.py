@@ -50,6 +50,10 @@ def toml_value(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     return str(value)
 
 

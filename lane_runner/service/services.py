@@ -59,6 +59,25 @@ class Services:
         except BoardUnavailable as error:
             log.warning("cannot make %s/%s run %s retryable now: %s", board, task_id, run_id, error)
 
+    def reload(self, cfg: Config) -> None:
+        """Take a reloaded configuration: routing, the judge and the CLIs change at once.
+
+        Everything new is built before anything is swapped, so a configuration that
+        cannot work (a CLI that is not there) raises and leaves the running one whole.
+        A run routing through the old router at this moment may see it closed; that
+        is a transient routing error, and the task comes back.
+        """
+        router = make_router(cfg)
+        try:
+            judge = make_judge(cfg, router)
+            binaries = resolve_binaries(cfg, self.home)
+        except Exception:
+            router.close()
+            raise
+        previous, self.router = self.router, router
+        self.cfg, self.judge, self.binaries = cfg, judge, binaries
+        previous.close()
+
     def close(self) -> None:
         self.router.close()
         self.store.close()

@@ -6,8 +6,11 @@ replaces ``RunExecutor.execute`` for one task; everything else is real.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -51,18 +54,55 @@ def test_a_crashing_worker_thread_never_stops_the_daemon(
     assert "bug in the executor" in (runs[0].reason or "")
 
 
-def test_sighup_reloads_the_configuration(lane: Lane, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[int] = []
+def reload_once(
+    lane: Lane, changes: dict[str, object], settled: Callable[[Daemon], bool]
+) -> Daemon:
+    """Serve until ``settled`` (or 30 s): the first tick writes ``changes`` and raises SIGHUP."""
+    deadline: list[float] = []
 
     def until(daemon: Daemon) -> bool:
-        seen.append(daemon.services.cfg.concurrency)
-        if len(seen) == 1:
-            lane.write_config(concurrency=2)
+        if not deadline:
+            deadline.append(time.monotonic() + 30)
+            lane.write_config(**changes)
             threading.Timer(0, signal.raise_signal, (signal.SIGHUP,)).start()
-        return daemon.services.cfg.concurrency == 2
+            return False
+        return settled(daemon) or time.monotonic() > deadline[0]
 
-    before = signal.getsignal(signal.SIGHUP)
     daemon = Daemon(config.load(lane.root, {}), until=until, notifier=Notifier(""))
     assert daemon.serve() == 0
-    assert seen[0] == 4 and seen[-1] == 2
+    return daemon
+
+
+def test_sighup_reloads_the_configuration(lane: Lane) -> None:
+    before = signal.getsignal(signal.SIGHUP)
+    daemon = reload_once(lane, {"concurrency": 2}, lambda d: d.services.cfg.concurrency == 2)
+    assert daemon.services.cfg.concurrency == 2
     assert signal.getsignal(signal.SIGHUP) is before  # the daemon's handlers are gone
+
+
+def test_sighup_rebuilds_the_router_and_keeps_restart_keys(
+    lane: Lane, caplog: pytest.LogCaptureFixture
+) -> None:
+    models = {"low": "m-low", "medium": "m-medium", "high": "m-reloaded", "xhigh": "m-x"}
+    with caplog.at_level(logging.WARNING, logger="lane_runner.daemon"):
+        daemon = reload_once(
+            lane,
+            {"codex_models": models, "failure_limit": 9},
+            lambda d: d.services.cfg.codex_models == models,
+        )
+    assert daemon.services.router.route("ctx", "cli-codex-high").model == "m-reloaded"
+    assert daemon.services.cfg.failure_limit == 3  # the store was opened with it
+    assert "failure_limit changed: the new value takes effect at restart" in caplog.text
+
+
+def test_a_reload_that_cannot_work_keeps_the_running_configuration(
+    lane: Lane, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="lane_runner.daemon"):
+        daemon = reload_once(
+            lane,
+            {"simulate": False, "codex_bin": "no-such-codex", "concurrency": 2},
+            lambda d: "config reload failed" in caplog.text,
+        )
+    assert daemon.services.cfg.concurrency == 4 and daemon.services.cfg.simulate
+    assert "no-such-codex" in caplog.text
