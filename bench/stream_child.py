@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from providers import codex
-from providers.reading import Reading
-from providers.supervisor import Limits, Supervisor
-from providers.tasklog import TaskLog
+from lane_runner.providers import codex
+from lane_runner.providers.reading import Reading
+from lane_runner.providers.supervisor import Limits, Supervisor
+from lane_runner.providers.tasklog import TaskLog
 
 LOG_ROTATE_BYTES = 64 << 20  # the configuration default
 

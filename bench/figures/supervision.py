@@ -20,11 +20,11 @@ from bench.figures.throughput import Workbench
 from bench.result import Check, Figure, median, ms, ratio
 from bench.scale import Scale
 from bench.work import codex_argv
+from lane_runner.providers import codex
+from lane_runner.providers.reading import Reading
+from lane_runner.providers.supervisor import Limits, Supervisor
+from lane_runner.providers.tasklog import TaskLog
 from lane_runner.service import leftovers
-from providers import codex
-from providers.reading import Reading
-from providers.supervisor import Limits, Supervisor
-from providers.tasklog import TaskLog
 
 COST_TARGET = 1.2
 _SLEEPERS = (

@@ -26,7 +26,7 @@ from bench.lane import REPO_ROOT, Lane, make_repo, sim_environ
 from bench.result import Check, Figure, median, ratio
 from bench.scale import Scale
 from bench.work import TaskSpec, durable_write, run_cli_task
-from providers.simulators import install
+from lane_runner.providers.simulators import install
 
 FLOOR_TARGET, HUEY_TARGET = 0.7, 1.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -23,12 +23,12 @@ from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
+from lane_runner.providers import ProviderRequest, claude_root_refusal
+from lane_runner.providers import claude as claude_adapter
+from lane_runner.providers import codex as codex_adapter
 from lane_runner.router import RoutingError, make_router
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import resolve_binaries
-from providers import ProviderRequest, claude_root_refusal
-from providers import claude as claude_adapter
-from providers import codex as codex_adapter
 
 PROBE_TIMEOUT = 15.0
 MIN_FREE_BYTES = 1 << 30

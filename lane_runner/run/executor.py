@@ -20,13 +20,7 @@ from journal import Document, FinalizeOutcome
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
-from lane_runner.router import Route, RoutingError, health
-from lane_runner.router.judge import structural_verdict
-from lane_runner.run import context as contexts
-from lane_runner.run import decide, lanestate, workspace
-from lane_runner.service import leftovers, metrics
-from lane_runner.service.services import Services
-from providers import (
+from lane_runner.providers import (
     Attempt,
     Classification,
     ProviderRequest,
@@ -34,6 +28,12 @@ from providers import (
     run_attempt,
     worker_environment,
 )
+from lane_runner.router import Route, RoutingError, health
+from lane_runner.router.judge import structural_verdict
+from lane_runner.run import context as contexts
+from lane_runner.run import decide, lanestate, workspace
+from lane_runner.service import leftovers, metrics
+from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 from lane_runner.errors import LaneRunnerError
-from providers import user_ids
+from lane_runner.providers import user_ids
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 #: One ``git worktree add`` at a time: the runner's threads share each repository's

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from providers import Progress
+from lane_runner.providers import Progress
 
 
 @dataclass

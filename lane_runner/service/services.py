@@ -86,7 +86,7 @@ class Services:
 def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
     """The CLI per provider: the simulators when ``simulate``, else configured, else on PATH."""
     if cfg.simulate:
-        from providers.simulators import install
+        from lane_runner.providers.simulators import install
 
         return dict(install(home.root / "sim-bin"))
     found: dict[str, Path | None] = {}

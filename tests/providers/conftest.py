@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from providers import ProviderRequest, worker_environment
-from providers.simulators import install
+from lane_runner.providers import ProviderRequest, worker_environment
+from lane_runner.providers.simulators import install
 from schemas import load_bytes
 
 RequestFactory = Callable[..., ProviderRequest]

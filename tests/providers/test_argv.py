@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from providers import claude, codex
-from providers.simulators import claude as claude_sim
-from providers.simulators import codex as codex_sim
+from lane_runner.providers import claude, codex
+from lane_runner.providers.simulators import claude as claude_sim
+from lane_runner.providers.simulators import codex as codex_sim
 
 from .conftest import RequestFactory
 
@@ -68,7 +68,7 @@ def test_simulators_parse_our_argv(make_request: RequestFactory) -> None:
 
 
 def _run_sim(cli: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", f"providers.simulators.{cli}", *args],
+    return subprocess.run([sys.executable, "-m", f"lane_runner.providers.simulators.{cli}", *args],
                           input="", capture_output=True, text=True, timeout=30)
 
 

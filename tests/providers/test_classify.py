@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from providers import Classification, claude, codex
-from providers.model import Attempt
-from providers.reading import Reading
-from providers.run import conclude
-from providers.supervisor import Ended
+from lane_runner.providers import Classification, claude, codex
+from lane_runner.providers.model import Attempt
+from lane_runner.providers.reading import Reading
+from lane_runner.providers.run import conclude
+from lane_runner.providers.supervisor import Ended
 
 RESULT = {"status": "completed", "summary": "done", "changed_files": ["a.py"], "tests_run": [],
           "artifacts": [], "findings": [], "blockers": []}

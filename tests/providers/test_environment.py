@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from providers import worker_environment
+from lane_runner.providers import worker_environment
 
 RUNNER_ENV = {
     "PATH": "/usr/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from providers import Classification, run_attempt
+from lane_runner.providers import Classification, run_attempt
 
 from .conftest import RequestFactory
 

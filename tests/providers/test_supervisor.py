@@ -14,10 +14,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from providers import Classification, run_attempt
-from providers.lines import TRUNCATED, LineSplitter, Tail
-from providers.supervisor import STDOUT_PIPE_SIZE, Ended, Limits, Supervisor
-from providers.tasklog import TaskLog
+from lane_runner.providers import Classification, run_attempt
+from lane_runner.providers.lines import TRUNCATED, LineSplitter, Tail
+from lane_runner.providers.supervisor import STDOUT_PIPE_SIZE, Ended, Limits, Supervisor
+from lane_runner.providers.tasklog import TaskLog
 
 from .conftest import RequestFactory
 

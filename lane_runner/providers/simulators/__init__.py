@@ -1,4 +1,5 @@
-"""Simulated ``codex`` and ``claude`` CLIs (``python -P -m providers.simulators.<cli>``).
+"""Simulated ``codex`` and ``claude`` CLIs
+(``python -P -m lane_runner.providers.simulators.<cli>``).
 
 ``install(bin_dir)`` writes executable wrappers named like the real CLIs, so
 anything that runs "the codex binary" can run the simulator instead.
@@ -24,7 +25,8 @@ def install(bin_dir: Path) -> dict[str, Path]:
         path = bin_dir / cli
         path.write_text(
             "#!/bin/sh\n"
-            f"exec {shlex.quote(sys.executable)} -P -m providers.simulators.{cli} \"$@\"\n"
+            f"exec {shlex.quote(sys.executable)} -P -m "
+            f'lane_runner.providers.simulators.{cli} "$@"\n'
         )
         path.chmod(0o755)
         installed[cli] = path

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from providers.model import Classification
+from lane_runner.providers.model import Classification
 
 _SESSION_MISSING = re.compile(
     r"no rollout found for thread id|no conversation found with session id", re.I

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.simulators import play
+from lane_runner.providers.simulators import play
 
 _VALUED = {
     "--output-format": "output_format", "--json-schema": "json_schema", "--model": "model",

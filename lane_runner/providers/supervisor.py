@@ -24,10 +24,10 @@ from typing import IO, Any
 
 import orjson
 
-from providers.lines import LineSplitter, Tail
-from providers.model import Classification, Progress
-from providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
-from providers.tasklog import TaskLog
+from lane_runner.providers.lines import LineSplitter, Tail
+from lane_runner.providers.model import Classification, Progress
+from lane_runner.providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
+from lane_runner.providers.tasklog import TaskLog
 
 log = logging.getLogger(__name__)
 

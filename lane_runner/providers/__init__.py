@@ -6,11 +6,11 @@ needs; ``worker_environment`` builds the allow-listed env and
 ``user_ids`` starts any other process as the worker user.
 """
 
-from providers.claude import root_refusal as claude_root_refusal
-from providers.environment import worker_environment
-from providers.model import Attempt, Classification, Progress, ProviderRequest
-from providers.run import run_attempt
-from providers.supervisor import user_ids
+from lane_runner.providers.claude import root_refusal as claude_root_refusal
+from lane_runner.providers.environment import worker_environment
+from lane_runner.providers.model import Attempt, Classification, Progress, ProviderRequest
+from lane_runner.providers.run import run_attempt
+from lane_runner.providers.supervisor import user_ids
 
 __all__ = [
     "Attempt",

@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from providers.model import ProviderRequest
-from providers.reading import Reading, result_object
+from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.reading import Reading, result_object
 
 UNKNOWN_SESSION = "No conversation found with session ID"
 SESSION_IN_USE = "already in use"

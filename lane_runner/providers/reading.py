@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from providers.classify import Signals
+from lane_runner.providers.classify import Signals
 
 RESULT_STATUSES = frozenset({"completed", "incomplete", "blocked"})
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers.model import ProviderRequest
-from providers.reading import Reading, result_object
+from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.reading import Reading, result_object
 
 UNKNOWN_THREAD = "no rollout found for thread id"
 

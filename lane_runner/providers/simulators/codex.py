@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from providers.simulators import play
+from lane_runner.providers.simulators import play
 
 _VALUED = {
     "-m": "model", "--model": "model", "-c": "config", "--config": "config",

@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers import claude, codex
-from providers.classify import classify_failure
-from providers.model import Attempt, Classification, ProviderRequest
-from providers.reading import Reading
-from providers.supervisor import Ended, Limits, Supervisor
-from providers.tasklog import TaskLog
+from lane_runner.providers import claude, codex
+from lane_runner.providers.classify import classify_failure
+from lane_runner.providers.model import Attempt, Classification, ProviderRequest
+from lane_runner.providers.reading import Reading
+from lane_runner.providers.supervisor import Ended, Limits, Supervisor
+from lane_runner.providers.tasklog import TaskLog
 from schemas import first_error
 
 RESULT_SCHEMA = "worker-result.schema.json"
