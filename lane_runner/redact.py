@@ -1,0 +1,52 @@
+"""Secrets out of everything the runner prints or stores.
+
+A URL may carry credentials (``http://user:pass@router/``, ``?token=...``), and a URL
+reaches logs, run reasons on the board, ``doctor`` and ``config show``. Every such
+place passes it through :func:`url` (a URL the runner holds) or :func:`text` (free
+text that may quote one, such as an HTTP client's error message).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+HIDDEN = "***"
+
+#: Query parameters whose values are secrets by name.
+SECRET_PARAMETERS = re.compile(r"(?i)(token|key|secret|password|passwd|pass|auth|sig|signature)")
+
+#: A URL with a scheme inside free text.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def url(value: str) -> str:
+    """``value`` with its password and secret query values replaced by ``***``.
+
+    The user name stays (it tells the operator which account is configured); a
+    string that does not parse as a URL is returned unchanged.
+    """
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return value
+    netloc = parts.netloc
+    if parts.password is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{parts.username or ''}:{HIDDEN}@{host}" + (f":{port}" if port else "")
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(SECRET_PARAMETERS.search(name) for name, _ in pairs):
+            query = urlencode(
+                [(n, HIDDEN if SECRET_PARAMETERS.search(n) else v) for n, v in pairs], safe="*"
+            )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def text(value: str) -> str:
+    """``value`` with every URL in it passed through :func:`url`."""
+    return _URL_IN_TEXT.sub(lambda match: url(match.group(0)), value)
