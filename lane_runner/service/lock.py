@@ -28,7 +28,6 @@ class Holder:
     pid: int | None
     command: str | None
     since: float | None
-    alive: bool
 
 
 class HomeLocked(LaneRunnerError):
@@ -60,7 +59,7 @@ def holder(path: Path) -> Holder | None:
         probe.acquire()
     except Timeout:
         info = read_holder(path) or {}
-        return Holder(info.get("pid"), info.get("command"), info.get("since"), alive=True)
+        return Holder(info.get("pid"), info.get("command"), info.get("since"))
     except OSError as error:
         log.warning("cannot probe %s: %s", path, error)
         return None
