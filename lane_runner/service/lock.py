@@ -52,14 +52,18 @@ def read_holder(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def _recorded_holder(path: Path) -> Holder:
+    info = read_holder(path) or {}
+    return Holder(info.get("pid"), info.get("command"), info.get("since"))
+
+
 def holder(path: Path) -> Holder | None:
     """The live holder of the lock, or None when nobody holds it."""
     probe = FileLock(path, timeout=0, preserve_lock_file=True)
     try:
         probe.acquire()
     except Timeout:
-        info = read_holder(path) or {}
-        return Holder(info.get("pid"), info.get("command"), info.get("since"))
+        return _recorded_holder(path)
     except OSError as error:
         log.warning("cannot probe %s: %s", path, error)
         return None
@@ -87,9 +91,7 @@ class HomeLock:
         try:
             self._lock.acquire()
         except Timeout:
-            info = read_holder(self.path) or {}
-            current = Holder(info.get("pid"), info.get("command"), info.get("since"), True)
-            raise HomeLocked(_describe(current, self.path)) from None
+            raise HomeLocked(_describe(_recorded_holder(self.path), self.path)) from None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -88,7 +88,7 @@ def test_attention_means_unfinished_or_invalid() -> None:
 
 
 def test_status_is_trusted_only_from_the_lock_holder() -> None:
-    live = Holder(41, "daemon", 5.0, True)
+    live = Holder(41, "daemon", 5.0)
     published = {"pid": 41, "active": []}
     assert status.judge(live, None, published).state is status.DaemonState.RUNNING
     assert status.judge(live, None, published).published == published
@@ -98,7 +98,7 @@ def test_status_is_trusted_only_from_the_lock_holder() -> None:
     assert stale.state is status.DaemonState.STALE and stale.published is None
     stopped = status.judge(None, {"pid": 41, "command": "daemon"}, None)
     assert stopped.state is status.DaemonState.STOPPED and "pid 41" in stopped.detail
-    recovering = status.judge(Holder(3, "recover", 1.0, True), None, None)
+    recovering = status.judge(Holder(3, "recover", 1.0), None, None)
     assert recovering.state is status.DaemonState.RECOVERING
 
 
