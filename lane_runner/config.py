@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lane_runner import redact
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.names import EFFORTS, PROVIDERS, is_lane_assignee
@@ -250,7 +251,8 @@ def _parse(key: Key, raw: Any, where: str) -> Any:
     try:
         return key.parse(raw)
     except (ValueError, TypeError) as error:
-        raise UsageError(f"bad value for {key.name} in {where}: {raw!r}: {error}") from None
+        shown = redact.text(f"{raw!r}: {error}")  # a bad board_url may hold a real password
+        raise UsageError(f"bad value for {key.name} in {where}: {shown}") from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from journal import RetentionPolicy
 from lane_runner import config as configuration
+from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim, Outcome
 from lane_runner.home import Home
@@ -196,7 +197,10 @@ class Daemon:
             return
         try:
             self.services.store.board(run.board).reclaim(
-                run.id, f"worker crashed: {reason}", Outcome.FAILED, count_failure=True
+                run.id,
+                redact.text(f"worker crashed: {reason}"),
+                Outcome.FAILED,
+                count_failure=True,
             )
         except BoardUnavailable as error:
             log.warning("cannot hand back crashed run %s now (%s); its lease will", run.id, error)

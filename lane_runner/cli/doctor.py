@@ -7,6 +7,7 @@ tested directly.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import shutil
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from journal import LinuxFS
+from lane_runner import redact
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
 from lane_runner.config import Config
@@ -26,6 +28,7 @@ from lane_runner.names import PROVIDERS
 from lane_runner.providers import ProviderRequest, claude_root_refusal
 from lane_runner.providers import claude as claude_adapter
 from lane_runner.providers import codex as codex_adapter
+from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, make_router
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import resolve_binaries
@@ -133,11 +136,12 @@ def root_verdict(refusal: str | None) -> Check:
 # -- checks with effects -----------------------------------------------------------
 
 
-def _run(argv: list[str], cwd: Path) -> str:
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     try:
         done = subprocess.run(
             argv,
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -207,9 +211,12 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
 
 
 def _probe(provider: str, executable: Path) -> list[Check]:
+    """``--version`` and the runner's argv with ``--help``, in the environment a worker
+    gets: the probe is a CLI like any other, and the runner's secrets stay out of it."""
+    env = worker_environment(provider)
     with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
-        version = _run([str(executable), "--version"], Path(scratch)).splitlines()
-        parsed = _run(runner_argv(provider, executable, Path(scratch)), Path(scratch))
+        version = _run([str(executable), "--version"], Path(scratch), env).splitlines()
+        parsed = _run(runner_argv(provider, executable, Path(scratch)), Path(scratch), env)
     return [
         Check(f"{provider} CLI", Level.PASS, f"{executable}: {version[0] if version else '?'}"),
         parser_verdict(provider, parsed),
@@ -304,7 +311,8 @@ def router_check(cfg: Config) -> list[Check]:
     try:
         route = router.route("lane-runner doctor: test route", "cli-auto", None, None)
     except RoutingError as error:
-        return [Check("router", Level.FAIL, str(error), f"check router_url {cfg.router_url}")]
+        fix = f"check router_url {redact.url(cfg.router_url)}"
+        return [Check("router", Level.FAIL, str(error), fix)]
     finally:
         router.close()
     return [Check("router", Level.PASS, f"test route: {route.describe()}")]
@@ -325,9 +333,15 @@ def notify_check(notifier: Notifier) -> list[Check]:
     ]
 
 
+def hide_secrets(check: Check) -> Check:
+    """``check`` with every URL in its words redacted: a driver or HTTP client error may
+    quote ``board_url`` or ``router_url`` whole, credentials included."""
+    return dataclasses.replace(check, detail=redact.text(check.detail), fix=redact.text(check.fix))
+
+
 def run_all(cfg: Config) -> list[Check]:
     home = Home(cfg.home)
-    return [
+    checks = [
         *cli_checks(cfg, home),
         root_verdict(claude_root_refusal(cfg.worker_user)),
         *home_checks(cfg, home),
@@ -335,3 +349,4 @@ def run_all(cfg: Config) -> list[Check]:
         *router_check(cfg),
         *notify_check(Notifier()),
     ]
+    return [hide_secrets(check) for check in checks]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lane_runner import __version__, config
+from lane_runner import __version__, config, redact
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.service import logs
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int | None = args.handler(args)
         return result or 0
     except LaneRunnerError as error:
-        print(f"lane-runner: {error}", file=sys.stderr)
+        print(f"lane-runner: {redact.text(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130

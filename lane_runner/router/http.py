@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import httpx
 import orjson
 
+from lane_runner import redact
 from lane_runner.config import Config
 from lane_runner.names import parse_lane
 from lane_runner.router.base import fallback_route
@@ -82,7 +83,8 @@ class HttpRouter:
     def __init__(
         self, url: str, client: httpx.Client, timeout: float, retries: int = 3, backoff: float = 0.5
     ) -> None:
-        self.url = url
+        self.url = redact.url(url)  # what messages and logs show
+        self._endpoint = url  # what is posted to: its credentials stay here
         self._client = client
         self._timeout = _timeout(timeout)
         self._retries = retries
@@ -235,7 +237,7 @@ class HttpRouter:
         """One request: status, the contract's parts, and a short excerpt of the body for errors."""
         with self._client.stream(
             "POST",
-            self.url,
+            self._endpoint,
             content=payload,
             headers={"content-type": "application/json"},
             timeout=self._timeout,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from journal import Document, FinalizeOutcome
+from lane_runner import redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
@@ -181,7 +182,7 @@ class RunExecutor:
         self._guarded(
             self.board.reclaim,
             self.run.id,
-            decision.reason,
+            redact.text(decision.reason),
             decision.outcome,
             count_failure=decision.count_failure,
         )
@@ -411,11 +412,13 @@ class RunExecutor:
         return self._report(outcome.value, result["summary"], route.provider)
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
+        reason = redact.text(reason)  # run reasons are shown to anyone who can read the board
         metrics.BLOCKS.labels(kind.value).inc()
         self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
         return self._report("block", reason)
 
     def _cooldown(self, reason: str) -> RunReport:
+        reason = redact.text(reason)  # a routing error may quote the router's URL
         waits = _recent_capacity_waits(self.board.runs(self.task.id))
         seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
         self._guarded(

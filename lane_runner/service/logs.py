@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from lane_runner import redact
+
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
 CONTEXT_KEYS = ("board", "task", "run")
@@ -51,7 +53,10 @@ def context_of(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: timestamp, level, logger, event, then board/task/run."""
+    """One JSON object per line: timestamp, level, logger, event, then board/task/run.
+
+    Both formatters pass the message through ``redact.text``: a URL with credentials
+    quoted by any library (an HTTP client's error, a driver's) never reaches the log."""
 
     def format(self, record: logging.LogRecord) -> str:
         document: dict[str, Any] = {
@@ -60,11 +65,11 @@ class JsonFormatter(logging.Formatter):
             ),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": record.getMessage(),
+            "event": redact.text(record.getMessage()),
             **context_of(record),
         }
         if record.exc_info:
-            document["exception"] = self.formatException(record.exc_info)
+            document["exception"] = redact.text(self.formatException(record.exc_info))
         return orjson.dumps(document, default=str).decode()
 
 
@@ -76,11 +81,11 @@ class TextFormatter(logging.Formatter):
         where = "/".join(str(context[key]) for key in ("board", "task") if key in context)
         if "run" in context:
             where = f"{where} run {context['run']}".strip()
-        line = f"lane-runner: {record.levelname.lower()}: {record.getMessage()}"
+        line = f"lane-runner: {record.levelname.lower()}: {redact.text(record.getMessage())}"
         if where:
             line += f" [{where}]"
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + redact.text(self.formatException(record.exc_info))
         return line
 
 

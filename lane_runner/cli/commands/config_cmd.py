@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lane_runner import redact
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.config import KEYS
@@ -19,8 +20,11 @@ def register(subparsers: Any) -> None:
 
 
 def _plain(value: Any) -> Any:
+    """A value as shown: tuples as lists, URLs without their credentials (``redact``)."""
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, str):
+        return redact.text(value)
     return value
 
 
