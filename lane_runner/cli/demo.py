@@ -92,12 +92,16 @@ def _say(text: str) -> None:
 
 
 def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=lane-runner demo", "-c", "user.email=demo@localhost", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
+    argv = ["git", "-c", "user.name=lane-runner demo", "-c", "user.email=demo@localhost", *args]
+    try:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LaneRunnerError(
+            f"the demo needs git to make its repository: {error}; install git and try again"
+        ) from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
+        raise LaneRunnerError(f"git {args[0]} failed in {cwd}: {said}")
 
 
 def _make_repository(path: Path) -> None:

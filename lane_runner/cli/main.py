@@ -3,7 +3,8 @@
 Each command group lives in ``lane_runner/cli/commands/<group>.py`` and exposes
 ``register(subparsers)``; this module only assembles them and turns errors into
 exit codes: 0 ok, 2 usage or validation error, 1 anything else (some commands
-document more, e.g. ``recover`` exits 3 when work is left pending).
+document more, e.g. ``recover`` exits 3 when work is left pending), and 70 for a bug
+(an unexpected exception: one line on stderr, the traceback in the debug log).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ COMMAND_MODULES = (
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 
 log = logging.getLogger("lane_runner")
+
+#: Exit status of an unexpected exception (sysexits' EX_SOFTWARE).
+INTERNAL_ERROR = 70
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,6 +96,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # noqa: BLE001 - the last line of defence, see below
+        # A bug must still end in one line an operator can act on, not a traceback
+        # that may quote a URL with its password; the traceback goes to the debug log.
+        log.debug("unexpected error", exc_info=True)
+        print(
+            f"lane-runner: internal error: {type(error).__name__}: {redact.text(str(error))}; "
+            "this is a bug: run again with --log-level debug for the traceback and report it",
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -35,3 +35,17 @@ def test_the_demo_refuses_a_home_that_is_not_empty(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "not empty" in result.stderr
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_a_machine_without_git_gets_one_line_saying_so(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH that holds this Python and no git
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    result = subprocess.run(
+        [sys.executable, "-m", "lane_runner.cli.main", "demo", "--simulated",
+         "--home", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "install git" in result.stderr and "Traceback" not in result.stderr
