@@ -29,6 +29,7 @@ from journal.record import (
     TerminalRecord,
     check_document,
     judge,
+    terminal_problem,
 )
 from journal.recovery import RecoveryReport, RetryFn, carries_result, staged_record
 from journal.retention import CollectReport, RetentionPolicy
@@ -63,6 +64,8 @@ class Journal:
         record = TerminalRecord(board, task_id, run_id, result, summary, metadata)
         if (error := check_document(record.document())) is not None:
             raise ValueError(f"not a valid terminal record: {error}")
+        if (problem := terminal_problem(result, summary)) is not None:
+            raise ValueError(f"not a finished result: {problem}")
         if len(record.to_bytes()) > MAX_RECORD_BYTES:
             raise ValueError("terminal record exceeds 1 MiB")
         name = names.pending(task_id, run_id)

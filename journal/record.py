@@ -1,9 +1,9 @@
 """Terminal records: build them, serialise them, and judge a payload against its path.
 
 Pure: no I/O. A record is trusted only when its bytes are UTF-8 JSON, valid
-against ``schemas/terminal-record.schema.json``, and name exactly the board,
-task, run, state (and for evidence, digest) that its directory and file name
-say (§4 promise 3).
+against ``schemas/terminal-record.schema.json``, hold a finished result (see
+``terminal_problem``), and name exactly the board, task, run, state (and for
+evidence, digest) that its directory and file name say (§4 promise 3).
 """
 
 from __future__ import annotations
@@ -155,7 +155,28 @@ def decode(payload: bytes) -> TerminalRecord:
         raise Invalid("malformed-payload", "not a JSON object")
     if (error_text := check_document(document)) is not None:
         raise Invalid("schema-invalid", error_text)
+    if (problem := terminal_problem(document["result"], document["summary"])) is not None:
+        raise Invalid("not-terminal", problem)
     return from_document(document)
+
+
+def terminal_problem(result: dict[str, Any], summary: str) -> str | None:
+    """Why ``result`` may not be committed as the end of a task, or None.
+
+    The schema admits every worker answer; only a finished one may reach the
+    board as done: status ``completed``, no blockers, a non-blank summary, and
+    the record's summary equal to the result's (a record that says one thing
+    and carries another was not written by the runner).
+    """
+    if result["status"] != "completed":
+        return f"the result's status is {result['status']!r}, not 'completed'"
+    if result["blockers"]:
+        return f"the result reports {len(result['blockers'])} blocker(s)"
+    if not result["summary"].strip():
+        return "the result's summary is blank"
+    if summary != result["summary"]:
+        return "the record's summary differs from the result's"
+    return None
 
 
 def judge(

@@ -19,14 +19,16 @@ _SESSION_MISSING = re.compile(
 )
 _SESSION_COLLISION = re.compile(r"session id (?:\S+ )?(?:is )?already in use", re.I)
 _AUTH = re.compile(
-    r"not logged in|please run /login|invalid api key|authentication_failed"
+    r"not logged in|please run /login|invalid api key|authentication[_ ]failed"
     r"|\b401\b|\b403\b|unauthori[sz]ed|forbidden"
     r"|token (?:has )?expired|expired (?:access |refresh |oauth )?token|refresh token",
     re.I,
 )
+# Words the CLIs use when an account or a service has nothing left to give: a wait or
+# another provider helps, a retry of the same one does not (docs/ARCHITECTURE.md §7).
 _CAPACITY = re.compile(
     r"usage limit|session limit|rate.?limit|\b429\b|\b529\b|too many requests|overloaded"
-    r"|quota exceeded|insufficient_quota",
+    r"|\bquota\b|insufficient_quota|\bcredits?\b|credit balance|\bexhausted\b|\bcapacity\b",
     re.I,
 )
 _ROOT_REFUSAL = re.compile(r"cannot be used with root/sudo privileges", re.I)

@@ -7,6 +7,15 @@ from collections.abc import Sequence
 from lane_runner.board.model import Comment, Task
 
 RECENT_COMMENTS = 10
+#: How an unattended worker must treat the workspace it is given: it shares the
+#: repository with people, and nobody watches it work.
+OPERATING_RULES = (
+    "Operating rules: inspect the workspace before editing; keep changes you did not "
+    "make (they are someone else's work); run the tests that cover what you changed; "
+    "never force-push, hard-reset or clean untracked files; never call partial work "
+    "completed: answer 'incomplete' while anything the task asks for remains, and "
+    "'blocked' only when an obstacle stops the task itself."
+)
 RESULT_INSTRUCTIONS = (
     "When you stop, answer with one JSON object matching the worker result schema: "
     "status (completed, incomplete or blocked), summary, changed_files, tests_run, "
@@ -33,11 +42,13 @@ def task_context(task: Task, parents: Sequence[Task], comments: Sequence[Comment
 
 
 def worker_prompt(context: str, handoff: str = "", continuation: str = "") -> str:
-    """The prompt for one provider turn: context, any handoff or goal feedback, the contract."""
+    """The prompt for one provider turn: context, any handoff or goal feedback, the rules and
+    the answer contract."""
     parts = [context]
     if handoff:
         parts.append("## Handoff\n" + handoff)
     if continuation:
         parts.append("## Continue\n" + continuation)
+    parts.append(OPERATING_RULES)
     parts.append(RESULT_INSTRUCTIONS)
     return "\n\n".join(parts)

@@ -64,6 +64,7 @@ class RunExecutor:
         self.deadline = time.monotonic() + max_runtime
         self.lease_until = self.run.lease_expires_at
         self.fell_back = False
+        self.worktree = Path()  # set once the workspace is prepared
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -111,6 +112,7 @@ class RunExecutor:
             )
         except workspace.WorkspaceError as error:
             return self._block(str(error), BlockKind.CAPABILITY)
+        self.worktree = worktree
         task_context = self._context()
         try:
             route = self._route(task_context)
@@ -170,7 +172,9 @@ class RunExecutor:
         step = decision.step
         if step is decide.Step.ACCEPT:
             assert attempt.structured is not None
-            return self._accept(attempt.structured, route)
+            result = dict(attempt.structured)
+            result["artifacts"] = workspace.artifacts(self.worktree, result["artifacts"])
+            return self._accept(result, route)
         if step is decide.Step.ABANDON:
             return self._report("abandon", decision.reason, route.provider)
         if step is decide.Step.COOLDOWN:
@@ -231,7 +235,8 @@ class RunExecutor:
         previous = self.state.provider
         if previous is None or previous == provider:
             return ""
-        return workspace.handoff(worktree, tail, owner=self.s.cfg.worker_user)
+        branch = workspace.branch_name(self.task.board, self.task.id)
+        return workspace.handoff(worktree, tail, branch, owner=self.s.cfg.worker_user)
 
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> tuple[str, Attempt]:
         """One provider turn; returns the classification ``decide`` reads, and the attempt."""
@@ -369,11 +374,14 @@ class RunExecutor:
         return renewed
 
     def _judge(self, task_context: str, attempt: Attempt) -> tuple[bool, str]:
+        """Every completed answer passes the structural check (no blockers, a summary that
+        claims no unfinished work); in goal mode the configured judge has the last word."""
         result = attempt.structured
         if result is None or result["status"] != "completed":
             return False, ""
-        if self.task.goal_turns <= 1:
-            return True, "accepted"
+        verdict = structural_verdict(result)
+        if not verdict.accepted or self.task.goal_turns <= 1:
+            return verdict.accepted, verdict.reason
         try:
             verdict = self.s.judge.judge(task_context, result)
         except RoutingError as error:

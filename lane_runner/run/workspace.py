@@ -125,15 +125,49 @@ def _add(
 
 
 def handoff(
-    worktree: Path, prior_output: str, owner: str | None = None, tail_chars: int = 4000
+    worktree: Path,
+    prior_output: str,
+    branch: str,
+    owner: str | None = None,
+    tail_chars: int = 4000,
 ) -> str:
-    """What the next provider needs to carry on another's work: status, diff, output tail."""
+    """What the next provider needs to carry on another's work: branch, status, diff, tail.
+
+    The previous agent's claims are only its words, so the next one is told to
+    check them against the worktree before building on them.
+    """
     status = _git("status", "--short", cwd=worktree, owner=owner).stdout.strip() or "(clean)"
     diff = _git("diff", "--stat", "HEAD", cwd=worktree, owner=owner).stdout.strip()
     diff = diff or "(no changes)"
     tail = prior_output[-tail_chars:].strip() or "(no output)"
     return (
-        "Another agent worked on this task before you and stopped. Carry its work on.\n\n"
+        "Another agent worked on this task before you and stopped. Carry its work on, "
+        f"on branch {branch} in this worktree.\n"
+        "Reinspect the workspace and verify every claim it made (edits, tests, commits) "
+        "before relying on it.\n\n"
         f"git status:\n{status}\n\ndiff summary:\n{diff}\n\n"
         f"end of its output:\n{tail}\n"
     )
+
+
+def artifacts(worktree: Path, claimed: list[str]) -> list[str]:
+    """The claimed artifacts that are regular files inside the worktree, relative to it.
+
+    A worker may name anything; only what really exists in its own worktree is
+    kept, so a result never points a reader at a missing file or at one outside
+    the task (through ``..``, an absolute path or a symbolic link).
+    """
+    root = worktree.resolve()
+    kept: list[str] = []
+    for value in claimed:
+        candidate = Path(value.strip())
+        if not value.strip():
+            continue
+        try:
+            resolved = (root / candidate).resolve(strict=True)
+            inside = resolved.relative_to(root)
+        except (OSError, RuntimeError, ValueError):
+            continue  # missing, a link loop, or outside the worktree: not an artifact
+        if resolved.is_file() and inside.as_posix() not in kept:
+            kept.append(inside.as_posix())
+    return kept

@@ -223,3 +223,33 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
             built.close()
     finally:
         shutil.rmtree(base)
+
+
+def test_a_completed_answer_that_admits_unfinished_work_is_not_done(
+    services: Services, lane: Lane
+) -> None:
+    """The unfinished-work check runs on every answer, not only in goal mode."""
+    task = lane.add("claims done", body="[sim:unfinished]", assignee="cli-codex-low")
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert report.step == "block"
+    held = lane.board.get_task(task.id)
+    assert held.status is Status.BLOCKED and held.block_kind.value == "needs_input"
+    assert "unfinished work" in (held.block_reason or "") and held.result is None
+
+
+def test_only_real_files_in_the_worktree_reach_the_board_as_artifacts(
+    services: Services, lane: Lane
+) -> None:
+    task = lane.add("leaves artifacts", body="[sim:artifacts]", assignee="cli-codex-low")
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    done = lane.board.get_task(task.id)
+    assert done.result is not None and done.result["artifacts"] == ["sim-output.txt"]
+
+
+def test_the_worker_prompt_carries_the_operating_rules() -> None:
+    from lane_runner.run.context import worker_prompt
+
+    prompt = worker_prompt("# Task")
+    for rule in ("inspect", "did not make", "run the tests", "force-push", "hard-reset",
+                 "clean untracked", "never call partial work completed"):
+        assert rule in prompt, rule

@@ -97,9 +97,33 @@ def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> Non
     target = tmp_path / "wt"
     workspace.prepare(str(repo), target, "lane/b/t")
     (target / "README").write_text("changed\n")
-    text = workspace.handoff(target, "x" * 10_000 + "last words")
+    text = workspace.handoff(target, "x" * 10_000 + "last words", "lane/b/t")
     assert "M README" in text and "README" in text.split("diff summary:")[1]
     assert text.rstrip().endswith("last words") and len(text) < 6000
+    assert "branch lane/b/t" in text and "verify every claim" in text
+
+
+def test_only_real_files_inside_the_worktree_are_artifacts(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt"
+    workspace.prepare(str(repo), target, "lane/b/t")
+    (target / "out").mkdir()
+    (target / "out" / "report.txt").write_text("r\n")
+    (tmp_path / "secret.txt").write_text("s\n")
+    (target / "escape").symlink_to(tmp_path / "secret.txt")
+    (target / "inner").symlink_to(target / "README")
+    claimed = [
+        "out/report.txt",
+        str(target / "README"),
+        "./out/report.txt",
+        "missing.txt",
+        "../secret.txt",
+        str(tmp_path / "secret.txt"),
+        "escape",
+        "out",
+        "",
+        "inner",
+    ]
+    assert workspace.artifacts(target, claimed) == ["out/report.txt", "README"]
 
 
 ID = st.text(alphabet="ab.-_1", min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))

@@ -307,11 +307,12 @@ def _remove_tree(root: Path) -> None:
 
 def pending_kwargs(task_id: str = "t1", run_id: int = 7, **overrides: Any) -> dict[str, Any]:
     """Arguments for ``Journal.write_pending`` (board ``b1``)."""
+    summary = overrides.pop("summary", RESULT["summary"])
     return {
         "board": "b1",
         "task_id": task_id,
         "run_id": run_id,
-        "result": dict(RESULT),
-        "summary": "did it",
+        "result": dict(RESULT, summary=summary),  # a record's summary is its result's
+        "summary": summary,
         "metadata": {"attempt": 1},
     } | overrides

@@ -200,6 +200,7 @@ def _write_replacement(dir_fd: int, model: str, name: str) -> None:
     replacement = orjson.loads(os.read(fd, 1 << 20))
     os.close(fd)
     replacement["summary"] = f"a different accepted answer {os.urandom(4).hex()}"
+    replacement["result"]["summary"] = replacement["summary"]
     fd = os.open(".writer", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=dir_fd)
     os.write(fd, orjson.dumps(replacement))
     os.close(fd)
@@ -341,3 +342,44 @@ class OpLog(LinuxFS):
         fd = super().create_unnamed(dir_fd)
         self.log.append("create_unnamed" if fd is not None else "no unnamed files")
         return fd
+
+
+UNFINISHED = [
+    ({"status": "incomplete"}, "did it", "status is 'incomplete'", "not-terminal"),
+    ({"status": "blocked", "blockers": ["a key"]}, "did it", "status is 'blocked'", "not-terminal"),
+    ({"blockers": ["a key"]}, "did it", "blockers", "schema-invalid"),  # the schema says so too
+    ({"summary": "   "}, "   ", "summary is blank", "not-terminal"),
+    ({}, "a different summary", "summary differs", "not-terminal"),
+]
+
+
+@pytest.mark.parametrize(("change", "summary", "why", "reason"), UNFINISHED)
+def test_a_record_of_unfinished_work_is_refused_and_quarantined_never_committed(
+    journal: Journal,
+    board: SqliteBoard,
+    lanes: Path,
+    change: dict,
+    summary: str,
+    why: str,
+    reason: str,
+) -> None:
+    """Only a finished answer may reach the board as done, whoever wrote the record."""
+    from journal.record import TerminalRecord
+
+    kwargs = pending_kwargs()
+    kwargs["result"] = kwargs["result"] | change
+    kwargs["summary"] = summary
+    with pytest.raises(ValueError, match=why):
+        journal.write_pending(**kwargs)
+    planted = TerminalRecord("b1", "t1", 7, kwargs["result"], summary, {})
+    (lanes / "b1").mkdir(mode=0o700, parents=True, exist_ok=True)
+    (lanes / "b1" / journal_names.pending("t1", 7)).write_bytes(planted.to_bytes())
+    board.start("t1", 7)
+    [entry] = [e for e in journal.entries("b1") if e.kind == "pending"]
+    assert (entry.valid, entry.reason) == (False, reason)
+    report = journal.recover(board.commit, board.make_retryable)
+    assert board.completions() == []
+    [diagnostic] = (lanes / "b1" / "quarantine").iterdir()
+    assert f".{reason}." in diagnostic.name
+    assert orjson.loads(diagnostic.read_bytes())["reason"] == reason
+    assert [event.name for event in report.of("quarantined")] == [journal_names.pending("t1", 7)]

@@ -44,7 +44,8 @@ KINDS = [
 
 
 def record(task: str, run: int, *, board: str = "b1", summary: str = SECRET) -> TerminalRecord:
-    return TerminalRecord(board, task, run, dict(RESULT), summary, {"note": SECRET})
+    result = dict(RESULT, summary=summary)  # a record's summary is its result's
+    return TerminalRecord(board, task, run, result, summary, {"note": SECRET})
 
 
 def build(kind: str, index: int, folder: Path, outside: Path, data: bytes) -> str | None:

@@ -216,3 +216,34 @@ def test_claude_root_refusal_up_front() -> None:
 def test_a_declared_sandbox_lifts_the_root_refusal(declared: dict[str, str]) -> None:
     assert claude.root_refusal(None, euid=0, environ=declared) is None
     assert claude.root_refusal(None, euid=0, environ={"IS_SANDBOX": "0"}) is not None
+
+
+# The vocabulary the CLIs use when an account or service has nothing left (credits, quota,
+# exhausted, capacity): another provider or a wait helps, so it is capacity, not a failure.
+@pytest.mark.parametrize("text", [
+    "Credit balance is too low",
+    "Your credit balance is too low to access the Anthropic API.",
+    "API Error: 400 You have run out of credits",
+    "Quota exceeded. Check your plan and billing details.",
+    "Resource has been exhausted (e.g. check quota).",
+    "Selected model is at capacity. Please try a different model.",
+])
+def test_claude_credit_quota_and_capacity_texts_are_capacity(text: str) -> None:
+    lines = [CLAUDE_NOT_LOGGED_IN[0], json.dumps({"type": "result", "subtype": "success",
+                                                  "is_error": True, "result": text})]
+    assert judge("claude", lines, status=1).classification is Classification.CAPACITY
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("You exceeded your current quota, please check your plan and billing details.",
+     Classification.CAPACITY),
+    ("Selected model is at capacity. Please try a different model.", Classification.CAPACITY),
+    ("stream disconnected: your credits are exhausted", Classification.CAPACITY),
+    ("unexpected status 401: authentication failed", Classification.AUTH),
+    ("Authentication failed: refresh the login with `codex login`", Classification.AUTH),
+])
+def test_codex_capacity_and_authentication_texts(message: str, expected: Classification) -> None:
+    lines = [codex_ok("")[0], '{"type":"turn.started"}',
+             json.dumps({"type": "error", "message": message}),
+             json.dumps({"type": "turn.failed", "error": {"message": message}})]
+    assert judge("codex", lines, status=1).classification is expected

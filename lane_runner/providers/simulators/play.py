@@ -27,6 +27,7 @@ from typing import Any
 SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
+    "unfinished", "artifacts",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -139,6 +140,8 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     """The worker result for a scenario that finishes its turn normally.
 
     ``goal:N`` answers incomplete, with an unfinished-work marker, until turn N.
+    ``unfinished`` says completed while its summary admits work remains;
+    ``artifacts`` names one real file and three that are not the worktree's.
     A completing answer really edits the workspace so git sees a diff.
     """
     result: dict[str, Any] = {
@@ -157,6 +160,12 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
         out.write(f"turn {turn}: {first_line}\n")
     result.update(summary=f"simulated work done in turn {turn}", changed_files=[OUTPUT_FILE])
+    if scenario.name == "unfinished":
+        result.update(summary=f"turn {turn}: wired the parser; TODO: the CLI flag")
+    if scenario.name == "artifacts":
+        outside = workspace.parent / "outside.txt"
+        outside.write_text("not the worktree's\n")
+        result.update(artifacts=[OUTPUT_FILE, str(outside), "missing.txt", "../outside.txt"])
     if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
         result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
     return result
