@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
 
 from lane_runner import redact
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.names import EFFORTS, PROVIDERS, is_lane_assignee
+from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, is_lane_assignee, is_model_name
 
 ENV_PREFIX = "LANE_RUNNER_"
 # LANE_RUNNER_* variables that are not settings: the home, the simulators' knobs
@@ -47,6 +50,28 @@ def _text(value: Any) -> str:
 def _optional_text(value: Any) -> str | None:
     text = _text(value).strip()
     return text or None
+
+
+def _router_url(value: Any) -> str | None:
+    """An ``http://`` or ``https://`` URL with a host, or empty for the static policy.
+
+    Anything else (no scheme, a typo in it, spaces, a bad port) would fail every
+    routing request of every task, so it is refused here, naming the key.
+    """
+    text = _optional_text(value)
+    if text is None:
+        return None
+    if any(character.isspace() or not character.isprintable() for character in text):
+        raise ValueError("expected a URL without spaces or control characters")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - parsing the port is the check
+        httpx.URL(text)
+    except (ValueError, httpx.InvalidURL) as error:
+        raise ValueError(f"not a usable URL ({error})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected http://<host>[:<port>]/<path> or https://...")
+    return text
 
 
 def _boolean(value: Any) -> bool:
@@ -120,6 +145,9 @@ def _models(value: Any) -> dict[str, str]:
     unknown = sorted(set(models) - set(EFFORTS))
     if unknown or not all(models.values()):
         raise ValueError(f"expected efforts from {', '.join(EFFORTS)} with non-empty models")
+    unsafe = [model for model in models.values() if not is_model_name(model)]
+    if unsafe:
+        raise ValueError(f"model {unsafe[0]!r} is not a model name: expected {MODEL_RULE}")
     return models
 
 
@@ -139,7 +167,7 @@ KEYS: tuple[Key, ...] = (
         "postgresql://... for a shared board; empty: embedded SQLite",
     ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
-    Key("router_url", _optional_text, None, "HTTP model router; empty: embedded static policy"),
+    Key("router_url", _router_url, None, "HTTP model router; empty: embedded static policy"),
     Key("router_timeout", _number(0.1, 600), 30.0, "seconds for one router request"),
     Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
     Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),

@@ -15,6 +15,10 @@ PROVIDERS = ("codex", "claude")
 EFFORTS = ("low", "medium", "high", "xhigh")
 AUTO_ASSIGNEE = "cli-auto"
 _MANUAL = re.compile(r"cli-(codex|claude)-(low|medium|high|xhigh)")
+# A model name goes into a CLI's argv: no leading dash (it would read as an option), no
+# whitespace or control characters (one argument stays one), and a bounded length.
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+\[\]-]{0,127}")
+MODEL_RULE = "a letter or digit, then letters, digits and . _ : @ + [ ] - (at most 128)"
 
 
 def is_valid_name(value: str) -> bool:
@@ -41,6 +45,11 @@ class Lane:
     @property
     def automatic(self) -> bool:
         return self.provider is None
+
+
+def is_model_name(value: str) -> bool:
+    """True for a model name safe to pass to a provider CLI (``MODEL_RULE``)."""
+    return bool(_MODEL.fullmatch(value))
 
 
 def is_lane_assignee(assignee: str) -> bool:

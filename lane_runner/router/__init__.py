@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lane_runner.config import Config
 from lane_runner.router.base import Router
-from lane_runner.router.errors import RoutingError
+from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.http import HttpRouter, http_client
 from lane_runner.router.judge import Judge, RouterJudge, StructuralJudge, make_judge
 from lane_runner.router.route import Route
@@ -17,6 +17,7 @@ from lane_runner.router.static import StaticPolicy
 from lane_runner.router.verdict import Verdict
 
 __all__ = [
+    "Cause",
     "HttpRouter",
     "Judge",
     "Route",

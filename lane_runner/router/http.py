@@ -20,7 +20,7 @@ from lane_runner import redact
 from lane_runner.config import Config
 from lane_runner.names import parse_lane
 from lane_runner.router.base import fallback_route
-from lane_runner.router.errors import RoutingError
+from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.route import (
     Route,
     Selection,
@@ -30,6 +30,7 @@ from lane_runner.router.route import (
     lane_assignee,
     other_provider,
     parse_selection,
+    quoted,
     rerouted,
     route_for,
 )
@@ -45,7 +46,8 @@ CONNECT_TIMEOUT = 10.0
 MAX_BODY_BYTES = 1 << 20
 MAX_BACKOFF = 10.0
 _EXCERPT = 500
-_RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+#: Failures worth asking again within the same call: the router may be restarting.
+_RETRIED = frozenset({Cause.UNREACHABLE, Cause.TIMEOUT, Cause.BUSY})
 
 
 def http_client(cfg: Config) -> httpx.Client:
@@ -114,7 +116,8 @@ class HttpRouter:
         ):
             raise RoutingError(
                 f"router answered manual route {route_id} with {selection.target}: "
-                f"a manual lane is honoured as given; router said: {bounded(answer.rationale)}"
+                f"a manual lane is honoured as given; router said: {quoted(answer.rationale)}",
+                Cause.WRONG_LANE,
             )
         return Route(
             provider=selection.provider,
@@ -138,7 +141,8 @@ class HttpRouter:
         reply = self._exchange(JUDGE_ROUTE, message, max_tokens=JUDGE_MAX_TOKENS)
         if reply.content is None:
             raise RoutingError(
-                f"router judge answered without choices[0].message.content at {self.url}"
+                f"router judge answered without choices[0].message.content at {self.url}",
+                Cause.BAD_RESPONSE,
             )
         return parse_verdict(reply.content)
 
@@ -163,13 +167,14 @@ class HttpRouter:
         if not answer.selected:
             raise RoutingError(
                 f"router answered {route_id} without {SELECTED_HEADER}; "
-                f"router said: {bounded(answer.rationale or answer.content or '', _EXCERPT)!r}"
+                f"router said: {quoted(answer.rationale or answer.content or '', _EXCERPT)}",
+                Cause.BAD_SELECTION,
             )
         try:
             selection = parse_selection(answer.selected)
         except RoutingError as error:
             raise RoutingError(
-                f"{error}; router said: {bounded(answer.rationale, _EXCERPT)!r}"
+                f"{error}; router said: {quoted(answer.rationale, _EXCERPT)}", error.cause
             ) from None
         if not answer.content:
             return selection
@@ -190,6 +195,7 @@ class HttpRouter:
         return selection
 
     def _exchange(self, route_id: str, message: str, *, max_tokens: int) -> Answer:
+        """Post one request, retrying what may pass; every failure is a RoutingError (a cause)."""
         payload = orjson.dumps(
             {
                 "model": route_id,
@@ -198,7 +204,7 @@ class HttpRouter:
                 "stream": False,
             }
         )
-        problem = ""
+        failure = _Failure("no attempt made", Cause.UNREACHABLE)
         for attempt in range(self._retries + 1):
             if attempt:
                 delay = self._delay(attempt)
@@ -206,34 +212,50 @@ class HttpRouter:
                     "router %s %s failed (%s); retry %d in %.2fs",
                     self.url,
                     route_id,
-                    problem,
+                    failure.problem,
                     attempt,
                     delay,
                 )
                 time.sleep(delay)
             try:
-                status, answer, excerpt = self._post(payload)
-            except _RETRYABLE as error:
-                problem = f"{type(error).__name__}: {error}"
-                continue
-            if status >= 500:
-                problem = f"HTTP {status}: {excerpt}"
-                continue
-            if not 200 <= status < 300:
+                return self._post(payload)
+            except _Failure as error:
+                failure = error
+            if failure.cause not in _RETRIED:
                 raise RoutingError(
-                    f"router {self.url} refused {route_id}: HTTP {status}: {excerpt}"
+                    f"router {self.url} {route_id}: {failure.problem}", failure.cause
                 )
-            return answer
         raise RoutingError(
-            f"router {self.url} failed {route_id} after {self._retries + 1} attempts: {problem}",
-            transient=True,
+            f"router {self.url} failed {route_id} after {self._retries + 1} attempts: "
+            f"{failure.problem}",
+            failure.cause,
         )
 
     def _delay(self, retry: int) -> float:
         """Exponential from ``backoff``, capped, with jitter of ±50%."""
         return min(MAX_BACKOFF, self._backoff * 2.0 ** (retry - 1)) * random.uniform(0.5, 1.5)
 
-    def _post(self, payload: bytes) -> tuple[int, Answer, str]:
+    def _post(self, payload: bytes) -> Answer:
+        """One request and the contract's parts of its answer; ``_Failure`` says what went wrong."""
+        if self._client.is_closed:
+            raise _Failure("the router client was closed by a configuration reload", Cause.CLOSED)
+        try:
+            status, answer, excerpt = self._request(payload)
+        except httpx.HTTPError as error:
+            raise _Failure(
+                redact.text(f"{type(error).__name__}: {error}"), _cause_of(error)
+            ) from error
+        except httpx.InvalidURL as error:
+            raise _Failure(redact.text(f"InvalidURL: {error}"), Cause.BAD_URL) from error
+        except httpx.StreamError as error:  # a RuntimeError: the stream broke mid-read
+            raise _Failure(f"{type(error).__name__}: {error}", Cause.BAD_RESPONSE) from error
+        if 200 <= status < 300:
+            return answer
+        if status in (408, 429) or status >= 500:
+            raise _Failure(f"HTTP {status}: {excerpt}", Cause.BUSY)
+        raise _Failure(f"refused: HTTP {status}: {excerpt}", Cause.REFUSED)
+
+    def _request(self, payload: bytes) -> tuple[int, Answer, str]:
         """One request: status, the contract's parts, and a short excerpt of the body for errors."""
         with self._client.stream(
             "POST",
@@ -246,9 +268,7 @@ class HttpRouter:
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    raise RoutingError(
-                        f"router {self.url} answered more than {MAX_BODY_BYTES} bytes"
-                    )
+                    raise _Failure(f"answered more than {MAX_BODY_BYTES} bytes", Cause.BAD_RESPONSE)
             text = body.decode("utf-8", "replace")
             answer = Answer(
                 selected=response.headers.get(SELECTED_HEADER),
@@ -256,6 +276,26 @@ class HttpRouter:
                 content=_content(bytes(body)),
             )
             return response.status_code, answer, bounded(text, _EXCERPT)
+
+
+class _Failure(Exception):
+    """One failed exchange, before ``_exchange`` decides whether to ask again."""
+
+    def __init__(self, problem: str, cause: Cause) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.cause = cause
+
+
+def _cause_of(error: httpx.HTTPError) -> Cause:
+    """What an HTTP client error says about the router: gone for now, or misconfigured."""
+    if isinstance(error, httpx.TimeoutException):
+        return Cause.TIMEOUT
+    if isinstance(error, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return Cause.BAD_URL
+    if isinstance(error, httpx.TransportError):  # connect, read, write, proxy, protocol break
+        return Cause.UNREACHABLE
+    return Cause.BAD_RESPONSE  # a bad Content-Encoding, a redirect loop
 
 
 def _content(body: bytes) -> str | None:

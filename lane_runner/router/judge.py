@@ -8,17 +8,22 @@ answer with blockers complete, and asking would only cost a round trip.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
 
+from lane_runner import redact
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
+from lane_runner.router.errors import RoutingError
 from lane_runner.router.http import HttpRouter
 from lane_runner.router.route import bounded
 from lane_runner.router.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 # Upper-case markers are matched case-sensitively ("a todo list app" is finished work);
 # phrases are matched in any case. Word boundaries keep "TODOs" out of "TODO" and
@@ -58,7 +63,13 @@ class StructuralJudge:
 
 
 class RouterJudge:
-    """The structural check first, then the router's ``lane/judge`` route."""
+    """The structural check first, then the router's ``lane/judge`` route.
+
+    Whatever goes wrong while asking the router (a routing error, an answer that
+    cannot be serialised, a defect in between), the structural verdict stands:
+    the router judge only adds a check to an answer that already passed one, so
+    losing it must never throw a valid result away.
+    """
 
     def __init__(self, router: HttpRouter) -> None:
         self._router = router
@@ -67,8 +78,17 @@ class RouterJudge:
         verdict = structural_verdict(result)
         if not verdict.accepted:
             return verdict
-        answer = orjson.dumps(dict(result), option=orjson.OPT_INDENT_2).decode()
-        return self._router.judge(context, answer)
+        try:
+            answer = orjson.dumps(dict(result), option=orjson.OPT_INDENT_2).decode()
+            return self._router.judge(context, answer)
+        except Exception as error:  # noqa: BLE001 - any judge failure: the structural verdict stands
+            log.warning(
+                "router judge failed (%s: %s); the structural verdict stands",
+                type(error).__name__,
+                redact.text(str(error)),
+                exc_info=not isinstance(error, RoutingError),
+            )
+            return Verdict(verdict.accepted, f"{verdict.reason} (router judge unavailable)")
 
 
 def make_judge(cfg: Config, router: object) -> Judge:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from lane_runner.names import EFFORTS, PROVIDERS, Lane
-from lane_runner.router.errors import RoutingError
+from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, Lane, is_model_name
+from lane_runner.router.errors import Cause, RoutingError
 
 MODEL_PREFIXES = {"codex": "gpt-", "claude": "claude-"}
 MAX_REASON_CHARS = 2000
@@ -50,6 +50,8 @@ class Route:
             values[item.name] = value
         if values["provider"] not in PROVIDERS or values["effort"] not in EFFORTS:
             raise ValueError(f"route names unsupported {values['provider']}/{values['effort']}")
+        if not is_model_name(values["model"]):
+            raise ValueError(f"route model {quoted(values['model'])} is not a model name")
         return cls(**values)
 
     def describe(self) -> str:
@@ -74,18 +76,29 @@ class Selection:
 
 
 def parse_selection(value: str) -> Selection:
-    """Parse a router selection; RoutingError quotes the router's words when it is bad."""
+    """Parse a router selection; RoutingError quotes the router's words when it is bad.
+
+    The model goes into a CLI's argv, so it must be a plain model name
+    (``names.is_model_name``): a leading dash or a newline is refused, not passed on.
+    """
     parts = value.strip().split("/")
     if len(parts) != 4 or parts[0] != "worker" or not all(parts):
         raise RoutingError(
-            f"router selection {bounded(value)!r} is malformed: "
-            "expected worker/<provider>/<model>/<effort>"
+            f"router selection {quoted(value)} is malformed: "
+            "expected worker/<provider>/<model>/<effort>",
+            Cause.BAD_SELECTION,
         )
     _, provider, model, effort = parts
     if provider not in PROVIDERS or effort not in EFFORTS:
         raise RoutingError(
-            f"router selection {bounded(value)!r} is unsupported: provider must be one of "
-            f"{', '.join(PROVIDERS)} and effort one of {', '.join(EFFORTS)}"
+            f"router selection {quoted(value)} is unsupported: provider must be one of "
+            f"{', '.join(PROVIDERS)} and effort one of {', '.join(EFFORTS)}",
+            Cause.BAD_SELECTION,
+        )
+    if not is_model_name(model):
+        raise RoutingError(
+            f"router selection {quoted(value)} names an unsafe model: expected {MODEL_RULE}",
+            Cause.BAD_SELECTION,
         )
     return Selection(provider, model, effort)
 
@@ -129,6 +142,11 @@ def rerouted(replacement: Route, *, classifier: str, why: str, latency_ms: int) 
         reason=bounded(f"{why}; {replacement.reason}"),
         latency_ms=latency_ms,
     )
+
+
+def quoted(text: str, limit: int = 200) -> str:
+    """A router's words quoted for a message: control characters escaped, length bounded."""
+    return bounded(repr(text), limit)
 
 
 def bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:

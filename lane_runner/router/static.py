@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from lane_runner.config import Config
 from lane_runner.names import PROVIDERS, parse_lane
 from lane_runner.router.base import fallback_route
-from lane_runner.router.errors import RoutingError
+from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.route import Route, other_provider
 
 CLASSIFIER = "static"
@@ -76,5 +76,6 @@ class StaticPolicy:
         except KeyError:
             raise RoutingError(
                 f"static policy has no {provider} model for {effort} effort; "
-                f"set {provider}_models.{effort} in config.toml"
+                f"set {provider}_models.{effort} in config.toml",
+                Cause.NO_MODEL,
             ) from None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lane_runner.router.errors import RoutingError
-from lane_runner.router.route import bounded
+from lane_runner.router.errors import Cause, RoutingError
+from lane_runner.router.route import bounded, quoted
 
 
 @dataclass(frozen=True)
@@ -23,5 +23,6 @@ def parse_verdict(content: str) -> Verdict:
     if keyword.strip().lower() == "reject" and colon and reason.strip():
         return Verdict(False, bounded(reason))
     raise RoutingError(
-        f"router judge answered {bounded(content, 200)!r}: expected 'accept' or 'reject: <reason>'"
+        f"router judge answered {quoted(content)}: expected 'accept' or 'reject: <reason>'",
+        Cause.BAD_RESPONSE,
     )

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from lane_runner.board.model import BlockKind, Outcome
+from lane_runner.router.errors import Cause, RoutingError
 
 
 class Step(StrEnum):
@@ -73,6 +74,24 @@ def after_attempt(
         why = reason if classification != "ok" else "the provider ended without a structured result"
         return Decision(Step.RETRY, why, outcome=Outcome.FAILED, count_failure=True)
     return _judge_result(result, accepted, verdict_reason, turn < goal_turns and time_left, turn)
+
+
+def after_routing_error(error: RoutingError) -> Decision:
+    """No route: wait for a router that may come back, or block with the router's words.
+
+    A transient cause (unreachable, timeout, 408/429/5xx) is not the task's fault, so
+    the task cools down uncounted. A permanent one (a 4xx, a garbage or unsafe
+    selection, a manual lane answered with another provider, a static policy with no
+    model for the effort) would fail the same way on every try: the task is blocked
+    as ``capability`` so a person sees it, instead of cycling unseen. A call cut
+    short by shutdown leaves the run to the next start.
+    """
+    reason = f"routing failed ({error.cause.value}): {error}"
+    if error.cause is Cause.CANCELLED:
+        return Decision(Step.ABANDON, reason)
+    if error.transient:
+        return Decision(Step.COOLDOWN, reason, outcome=Outcome.RECLAIMED)
+    return Decision(Step.BLOCK, reason, kind=BlockKind.CAPABILITY)
 
 
 def _judge_result(

@@ -117,7 +117,7 @@ class RunExecutor:
         try:
             route = self._route(task_context)
         except RoutingError as error:
-            return self._cooldown(f"routing failed: {error}")
+            return self._routing_failed(error)
         return self._work(worktree, task_context, route)
 
     def _work(self, worktree: Path, task_context: str, route: Route) -> RunReport:
@@ -162,7 +162,7 @@ class RunExecutor:
                 try:
                     route = self._fallback(task_context, route, decision.reason)
                 except RoutingError as error:
-                    return self._cooldown(f"no fallback route: {error}")
+                    return self._routing_failed(error)
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
                 continue
@@ -191,6 +191,24 @@ class RunExecutor:
             count_failure=decision.count_failure,
         )
         return self._report("retry", decision.reason, route.provider)
+
+    def _routing_failed(self, error: RoutingError) -> RunReport:
+        """Carry out ``decide.after_routing_error``: cool down, block, or leave the run."""
+        decision = decide.after_routing_error(error)
+        log.warning(
+            "%s/%s run %s: %s -> %s",
+            self.task.board,
+            self.task.id,
+            self.run.id,
+            redact.text(decision.reason),
+            decision.step.value,
+        )
+        if decision.step is decide.Step.COOLDOWN:
+            return self._cooldown(decision.reason)
+        if decision.step is decide.Step.BLOCK:
+            assert decision.kind is not None
+            return self._block(decision.reason, decision.kind)
+        return self._report(decision.step.value, redact.text(decision.reason))
 
     # -- steps ------------------------------------------------------------------
     def _context(self) -> str:

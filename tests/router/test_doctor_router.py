@@ -34,3 +34,11 @@ def test_a_router_that_answers_nonsense_fails_with_its_words_and_a_fix(
     (check,) = doctor.router_check(_cfg(tmp_path, server.url))
     assert check.level is doctor.Level.FAIL
     assert server.url in check.fix
+
+
+def test_a_router_with_a_broken_encoding_is_a_failed_check_not_a_traceback(
+    tmp_path: Path, server: ScriptedRouter
+) -> None:
+    server.reply(body=b"not gzip", headers={"content-encoding": "gzip"})
+    (check,) = doctor.router_check(_cfg(tmp_path, server.url))
+    assert check.level is doctor.Level.FAIL and "DecodingError" in check.detail

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from lane_runner.router import HttpRouter, Route, RoutingError, StaticPolicy, make_router
+from lane_runner.router import Cause, HttpRouter, Route, RoutingError, StaticPolicy, make_router
 from lane_runner.router.route import MAX_REASON_CHARS
 
 CONTEXT = "Task 7: make the parser accept empty files."
@@ -247,5 +247,6 @@ def test_make_router_picks_http_with_a_url_and_static_without(cfg, server):
         assert http.route(CONTEXT, "cli-claude-low").model == "claude-haiku-4-5"
     finally:
         http.close()
-    with pytest.raises(RuntimeError):  # close() released the daemon's pooled client
+    with pytest.raises(RoutingError, match="closed") as raised:  # the pooled client is released
         http.route(CONTEXT, "cli-auto")
+    assert raised.value.cause is Cause.CLOSED and raised.value.transient
