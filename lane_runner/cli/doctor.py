@@ -165,6 +165,7 @@ def runner_argv(provider: str, executable: Path, scratch: Path) -> list[str]:
         prompt="",
         workspace=scratch,
         schema_path=scratch / "schema.json",
+        settings_path=scratch / "settings.json",
         result_file=scratch / "result.json",
         session_id=None,
         resume=False,

@@ -9,6 +9,7 @@ how "Not logged in" arrives).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -30,11 +31,28 @@ DENIED_TOOLS = (
 )
 
 
+#: What ``--settings`` gives every worker (``settings_text``): no prompt that only a
+#: person could answer, the same denials as ``--disallowedTools`` (a second line
+#: of defence), and no self-update or background traffic, so the version the
+#: contract suite pinned is the one that runs.
+SETTINGS: dict[str, Any] = {
+    "skipDangerousModePermissionPrompt": True,
+    "permissions": {"deny": list(DENIED_TOOLS)},
+    "env": {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+}
+
+
+def settings_text() -> str:
+    """The settings file's content, as the runner writes it for ``--settings``."""
+    return json.dumps(SETTINGS, indent=2) + "\n"
+
+
 def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: str) -> list[str]:
     """``--session-id`` on the first start of a reserved id, ``--resume`` after.
 
     ``--disallowedTools`` is variadic, so it must be followed by another option,
-    never by a positional (the prompt comes on stdin anyway).
+    never by a positional (the prompt comes on stdin anyway). ``--autocompact auto``
+    lets a long goal turn compact its context instead of failing at the window.
     """
     return [
         str(req.executable),
@@ -49,6 +67,10 @@ def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: st
         "--effort",
         req.effort,
         "--dangerously-skip-permissions",
+        "--autocompact",
+        "auto",
+        "--settings",
+        str(req.settings_path),
         "--disallowedTools",
         *DENIED_TOOLS,
         "--resume" if resume else "--session-id",

@@ -22,7 +22,9 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     """New thread with ``thread_id`` None, else ``exec resume``; prompt comes on stdin (``-``).
 
     ``exec resume`` has no ``-C``: it runs in its working directory, which the
-    supervisor sets to the workspace for both forms.
+    supervisor sets to the workspace for both forms. ``--dangerously-bypass-hook-trust``
+    lets the hooks a workspace enables run without a person persisting trust
+    first: nobody is there to answer, and the workspace is the task's own.
     """
     common = [
         "--json",
@@ -35,7 +37,12 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
         "-o",
         str(result_file),
     ]
-    head = [str(req.executable), "--dangerously-bypass-approvals-and-sandbox", "exec"]
+    head = [
+        str(req.executable),
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--dangerously-bypass-hook-trust",
+        "exec",
+    ]
     if thread_id:
         return [*head, "resume", *common, thread_id, "-"]
     return [*head, *common, "-C", str(req.workspace), "-"]

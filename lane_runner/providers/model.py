@@ -60,6 +60,9 @@ class ProviderRequest:
     prompt: str
     workspace: Path
     schema_path: Path
+    """The wire schema file (``worker-result.wire.json``) both CLIs are handed."""
+    settings_path: Path
+    """The settings file the runner writes for ``claude --settings``; codex has none."""
     result_file: Path
     session_id: str | None
     resume: bool

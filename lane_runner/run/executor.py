@@ -328,6 +328,7 @@ class RunExecutor:
             prompt=prompt,
             workspace=worktree,
             schema_path=self.s.schema_path,
+            settings_path=self.s.settings_path,
             result_file=self._provider_result_file(n),
             retry_result_file=None if retry is None else self._provider_result_file(retry),
             session_id=self.state.sessions.get(provider),

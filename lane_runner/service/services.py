@@ -18,11 +18,13 @@ from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
+from lane_runner.providers import claude
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service.activity import Activity
 
 log = logging.getLogger(__name__)
-RESULT_SCHEMA = "worker-result.schema.json"
+WIRE_SCHEMA = "worker-result.wire.json"
+CLAUDE_SETTINGS = "claude-settings.json"
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Services:
     node: str
     binaries: dict[str, Path | None]
     schema_path: Path
+    settings_path: Path
     cancel: threading.Event = field(default_factory=threading.Event)
     activity: Activity = field(default_factory=Activity)
 
@@ -106,15 +109,25 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
 
 
 def write_result_schema(home: Home) -> Path:
-    """The worker-result schema as a file the CLIs can read (codex --output-schema)."""
-    path = home.root / RESULT_SCHEMA
-    payload = schemas.load_bytes(RESULT_SCHEMA)
+    """The wire schema as a file both CLIs read (codex ``--output-schema``, claude
+    ``--json-schema``): the subset they accept, not the validation schema (see
+    ``schemas/wire.py``)."""
+    return _publish(home.root / WIRE_SCHEMA, schemas.load_bytes(WIRE_SCHEMA))
+
+
+def write_claude_settings(home: Home) -> Path:
+    """The settings file every claude run gets with ``--settings``."""
+    return _publish(home.root / CLAUDE_SETTINGS, claude.settings_text().encode())
+
+
+def _publish(path: Path, payload: bytes) -> Path:
+    """``payload`` at ``path``, readable by a worker user, replaced whole when it differs."""
     try:
         if path.read_bytes() == payload:
             return path
     except FileNotFoundError:
         pass
-    temporary = path.with_name(f".{RESULT_SCHEMA}.tmp")
+    temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_bytes(payload)
     temporary.chmod(0o644)
     temporary.replace(path)
@@ -151,5 +164,6 @@ def build(cfg: Config, **overrides: Any) -> Services:
         node=home.node_id(),
         binaries=resolve_binaries(cfg, home),
         schema_path=write_result_schema(home),
+        settings_path=write_claude_settings(home),
         **overrides,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lane_runner.providers import ProviderRequest, worker_environment
+from lane_runner.providers import ProviderRequest, claude, worker_environment
 from lane_runner.providers.simulators import install
 from schemas import load_bytes
 
@@ -24,8 +24,10 @@ def sim_bin(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.fixture
 def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
-    schema = tmp_path / "worker-result.schema.json"
-    schema.write_bytes(load_bytes("worker-result.schema.json"))
+    schema = tmp_path / "worker-result.wire.json"
+    schema.write_bytes(load_bytes("worker-result.wire.json"))
+    settings = tmp_path / "claude-settings.json"
+    settings.write_text(claude.settings_text())
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     counter = iter(range(1, 1000))
@@ -45,6 +47,7 @@ def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
             "prompt": prompt,
             "workspace": workspace,
             "schema_path": schema,
+            "settings_path": settings,
             "result_file": tmp_path / f"t1.run-1.provider-{number}.result.json",
             "session_id": str(uuid.uuid4()) if provider == "claude" else None,
             "resume": False,

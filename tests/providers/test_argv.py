@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from lane_runner.providers import claude, codex
 from lane_runner.providers.simulators import claude as claude_sim
 from lane_runner.providers.simulators import codex as codex_sim
+from schemas import load
 
 from .conftest import RequestFactory
 
@@ -24,7 +26,8 @@ def test_codex_new_thread(make_request: RequestFactory, tmp_path: Path) -> None:
     req = make_request("codex")
     argv = codex.argv(req, thread_id=None, result_file=req.result_file)
     assert argv == [
-        str(req.executable), "--dangerously-bypass-approvals-and-sandbox", "exec", "--json",
+        str(req.executable), "--dangerously-bypass-approvals-and-sandbox",
+        "--dangerously-bypass-hook-trust", "exec", "--json",
         "-m", "gpt-5.5", "-c", 'model_reasoning_effort="high"',
         "--output-schema", str(req.schema_path), "-o", str(req.result_file),
         "-C", str(req.workspace), "-",
@@ -34,7 +37,8 @@ def test_codex_new_thread(make_request: RequestFactory, tmp_path: Path) -> None:
 def test_codex_resume(make_request: RequestFactory) -> None:
     req = make_request("codex")
     argv = codex.argv(req, thread_id=THREAD, result_file=req.result_file)
-    assert argv[1:4] == ["--dangerously-bypass-approvals-and-sandbox", "exec", "resume"]
+    assert argv[1:5] == ["--dangerously-bypass-approvals-and-sandbox",
+                         "--dangerously-bypass-hook-trust", "exec", "resume"]
     assert argv[-2:] == [THREAD, "-"]
     assert "-C" not in argv
     assert argv[argv.index("-o") + 1] == str(req.result_file)
@@ -49,6 +53,8 @@ def test_claude_argv(make_request: RequestFactory, resume: bool) -> None:
     assert argv[argv.index("--model") + 1] == "claude-sonnet-4-5"
     assert argv[argv.index("--effort") + 1] == "high"
     assert "--dangerously-skip-permissions" in argv
+    assert argv[argv.index("--autocompact") + 1] == "auto"
+    assert argv[argv.index("--settings") + 1] == str(req.settings_path)
     denied = argv[argv.index("--disallowedTools") + 1 : -2]
     assert "Bash(git push --force *)" in denied and "Bash(git reset --hard *)" in denied
     assert any(rule.startswith("Bash(git clean -f") for rule in denied)
@@ -64,6 +70,7 @@ def test_simulators_parse_our_argv(make_request: RequestFactory) -> None:
     parsed_claude = claude_sim.parse(
         claude.argv(req, session_id=SESSION, resume=False, schema_text="{}")[1:])
     assert parsed_claude.options["session_id"] == SESSION
+    assert parsed_claude.options["settings"] == str(req.settings_path)
     assert len(parsed_claude.denied) == len(claude.DENIED_TOOLS)
 
 
@@ -83,6 +90,17 @@ def test_simulators_reject_unknown_options_like_the_real_parsers() -> None:
     assert claude_run.stderr.strip() == "error: unknown option '--bogus'"
     no_verbose = _run_sim("claude", ["-p", "--output-format", "stream-json"])
     assert "requires --verbose" in no_verbose.stderr
+
+
+def test_claude_simulator_refuses_a_2020_12_schema_like_the_real_cli() -> None:
+    """Claude Code 2.1.332 knows only draft-07; the simulator plays its refusal."""
+    validation = json.dumps(load("worker-result.schema.json"))
+    refused = _run_sim("claude", ["-p", "--json-schema", validation])
+    assert refused.returncode == 1
+    assert 'no schema with key or ref "https://json-schema.org/draft/2020-12/schema"' in (
+        refused.stderr)
+    missing = _run_sim("claude", ["-p", "--settings", "no-such-settings.json"])
+    assert "Settings file not found: no-such-settings.json" in missing.stderr
 
 
 REAL_PARSER_ERRORS = ("unexpected argument", "unknown option", "invalid value", "Usage:")

@@ -37,7 +37,7 @@ def test_codex_resume_continues_the_thread(make_request: RequestFactory) -> None
                                       session_id=first.session_id, resume=True))
     assert second.structured and second.structured["status"] == "completed"
     assert second.session_id == first.session_id
-    assert second.argv[3] == "resume"
+    assert second.argv[4] == "resume"
 
 
 def test_codex_unknown_thread_starts_a_fresh_one(make_request: RequestFactory) -> None:

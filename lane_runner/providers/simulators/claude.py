@@ -1,9 +1,9 @@
 """Simulated ``claude`` (Claude Code 2.1 shaped) for demos, tests and benchmarks.
 
 Accepts the argv lane-runner uses (``-p --output-format stream-json --verbose
---json-schema --model --effort --dangerously-skip-permissions --disallowedTools
-... --session-id|--resume ID``) and rejects anything else the way commander does
-(``error: unknown option``, exit 1). The root refusal of
+--json-schema --model --effort --dangerously-skip-permissions --autocompact
+--settings --disallowedTools ... --session-id|--resume ID``) and rejects anything
+else the way commander does (``error: unknown option``, exit 1). The root refusal of
 ``--dangerously-skip-permissions`` is played only with
 ``LANE_RUNNER_SIM_ROOT_REFUSAL=1``, since demos and tests often run as root.
 """
@@ -26,6 +26,7 @@ from lane_runner.providers.simulators import play
 _VALUED = {
     "--output-format": "output_format", "--json-schema": "json_schema", "--model": "model",
     "--effort": "effort", "--session-id": "session_id", "--settings": "settings",
+    "--autocompact": "autocompact",
 }
 _VARIADIC = {"--disallowedTools", "--disallowed-tools", "--allowedTools", "--allowed-tools"}
 _OPTIONAL = {"-r": "resume", "--resume": "resume"}
@@ -89,15 +90,27 @@ def _check(invocation: Invocation) -> None:
     if "session_id" in options and not _UUID.match(options["session_id"]):
         play.fail("Error: Invalid session ID. Must be a valid UUID.")
     if "json_schema" in options:
-        try:
-            json.loads(options["json_schema"])
-        except ValueError:
-            play.fail("Error: --json-schema must be a valid JSON Schema")
+        _check_schema(options["json_schema"])
+    settings = options.get("settings", "{")
+    if not settings.lstrip().startswith("{") and not Path(settings).is_file():
+        play.fail(f"Error: Settings file not found: {settings}")
     if ("skip_permissions" in invocation.flags and os.geteuid() == 0
             and os.environ.get("IS_SANDBOX") != "1"
             and os.environ.get("CLAUDE_CODE_BUBBLEWRAP") != "1"):
         play.fail("--dangerously-skip-permissions cannot be used with root/sudo privileges "
                   "for security reasons")
+
+
+def _check_schema(text: str) -> None:
+    """The two refusals of Claude Code 2.1.332's draft-07 validator a runner can hit."""
+    try:
+        schema = json.loads(text)
+    except ValueError as error:
+        play.fail(f"Error: --json-schema is not valid JSON: {error}")
+    meta = schema.get("$schema") if isinstance(schema, dict) else None
+    if isinstance(meta, str) and "draft-07" not in meta:
+        play.fail("Error: --json-schema is not a valid JSON Schema: "
+                  f'no schema with key or ref "{meta}"')
 
 
 class Run:

@@ -1,8 +1,8 @@
 """Simulated ``codex`` (codex-cli 0.171 shaped) for demos, tests and benchmarks.
 
 Accepts the argv lane-runner uses (``[--dangerously-bypass-approvals-and-sandbox]
-exec [resume] --json -m -c --output-schema -o [-C] [THREAD] [PROMPT|-]``) and
-rejects anything else the way clap does (exit 2).
+[--dangerously-bypass-hook-trust] exec [resume] --json -m -c --output-schema -o [-C]
+[THREAD] [PROMPT|-]``) and rejects anything else the way clap does (exit 2).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ _FLAGS = {
     "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
     "--ephemeral", "--dangerously-bypass-hook-trust",
 }
+_TOP_LEVEL_FLAGS = {"--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust"}
 _EXEC_USAGE = "Usage: codex exec [OPTIONS] [PROMPT]\n       codex exec [OPTIONS] <COMMAND> [ARGS]"
 _RESUME_USAGE = "Usage: codex exec resume [OPTIONS] [SESSION_ID] [PROMPT]"
 
@@ -47,7 +48,7 @@ def _usage_error(message: str, usage: str) -> None:
 def parse(argv: list[str]) -> Invocation:
     invocation = Invocation()
     args = list(argv)
-    while args and args[0] == "--dangerously-bypass-approvals-and-sandbox":
+    while args and args[0] in _TOP_LEVEL_FLAGS:
         invocation.flags.add(args.pop(0))
     if not args or args.pop(0) not in ("exec", "e"):
         play.fail("simulated codex supports only `codex exec`", 2)
