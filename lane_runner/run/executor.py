@@ -21,6 +21,7 @@ from lane_runner import redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
+from lane_runner.errors import NotFound
 from lane_runner.providers import (
     Attempt,
     Classification,
@@ -104,24 +105,35 @@ class RunExecutor:
 
     def _execute(self) -> RunReport:
         try:
-            worktree = workspace.prepare(
+            prepared = workspace.prepare(
                 self.task.workspace,
                 self.s.home.worktree(self.task.board, self.task.id),
                 workspace.branch_name(self.task.board, self.task.id),
                 owner=self.s.cfg.worker_user,
+                run=self.run.id,
+                is_current=self._run_is_current,
             )
+        except workspace.WorkspaceBusy as error:
+            return self._wait_for_workspace(str(error))
         except workspace.WorkspaceError as error:
             return self._block(str(error), BlockKind.CAPABILITY)
-        self.worktree = worktree
+        self.worktree = prepared.path
+        if prepared.taken_over_from is not None:
+            self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
         task_context = self._context()
         try:
             route = self._route(task_context)
         except RoutingError as error:
             return self._routing_failed(error)
-        return self._work(worktree, task_context, route)
+        return self._work(prepared, task_context, route)
 
-    def _work(self, worktree: Path, task_context: str, route: Route) -> RunReport:
+    def _work(self, prepared: workspace.Workspace, task_context: str, route: Route) -> RunReport:
+        worktree = prepared.path
         handoff = self._handoff_for(route.provider, worktree, self._log_tail())
+        if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
+            # The earlier attempt ran in another home: this one knows it only by its worktree.
+            branch = workspace.branch_name(self.task.board, self.task.id)
+            handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
         continuation = ""
         turn = max(self.state.goal_turn, 1)
         while True:
@@ -443,6 +455,26 @@ class RunExecutor:
         metrics.BLOCKS.labels(kind.value).inc()
         self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
         return self._report("block", reason)
+
+    def _run_is_current(self, run_id: int) -> bool:
+        """Whether another run of this board still holds its claim (its worktree is not ours)."""
+        try:
+            return self.board.get_run(run_id).ended_at is None
+        except NotFound:
+            return False  # a run of no board we know: its worktree is stale
+
+    def _wait_for_workspace(self, reason: str) -> RunReport:
+        """Another current run holds the task's branch: try later, not a counted failure."""
+        seconds = rules.cooldown(1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        self._guarded(
+            self.board.reclaim,
+            self.run.id,
+            f"workspace busy: {reason}",
+            Outcome.RECLAIMED,
+            count_failure=False,
+            cooldown=seconds,
+        )
+        return self._report("cooldown", reason)
 
     def _cooldown(self, reason: str) -> RunReport:
         reason = redact.text(reason)  # a routing error may quote the router's URL

@@ -11,16 +11,21 @@ controls the configuration (git's own ``safe.directory`` concern).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import pwd
 import subprocess
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lane_runner.errors import LaneRunnerError
 from lane_runner.providers import user_ids
 
+log = logging.getLogger(__name__)
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 #: One ``git worktree add`` at a time: the runner's threads share each repository's
 #: worktree metadata. Other runner processes are kept out of the home by its lock.
@@ -73,14 +78,45 @@ def _toplevel(path: Path, owner: str | None) -> Path | None:
     return Path(result.stdout.strip()) if result.returncode == 0 else None
 
 
-def prepare(repository: str | None, worktree: Path, branch: str, owner: str | None = None) -> Path:
+@dataclass(frozen=True)
+class Workspace:
+    """The task's worktree, and the worktree of an earlier run it was taken over from."""
+
+    path: Path
+    taken_over_from: Path | None = None
+
+
+class WorkspaceBusy(WorkspaceError):
+    """The task's branch is held by the worktree of a run that is still current.
+
+    Not the task's fault and not this run's to take: the run waits and tries again.
+    """
+
+
+#: Whether a run of this board is still current (claimed, not ended).
+RunIsCurrent = Callable[[int], bool]
+
+
+def prepare(
+    repository: str | None,
+    worktree: Path,
+    branch: str,
+    owner: str | None = None,
+    *,
+    run: int | None = None,
+    is_current: RunIsCurrent | None = None,
+) -> Workspace:
     """The task's worktree, created on first use and reused after.
 
     The fresh path is one ``git worktree add``: what is wrong with a workspace is
-    only worked out once that fails, so a healthy task pays for no checks.
+    only worked out once that fails, so a healthy task pays for no checks. When
+    the branch is held by another worktree (a runner that died, or another home
+    on the same repository), run ``run`` takes that worktree over, unless the run
+    that made it is still current (``is_current``): see ``_take_over``.
     """
     if worktree.is_dir() and _toplevel(worktree, owner) == worktree.resolve():
-        return worktree
+        _mark(worktree, run)
+        return Workspace(worktree)
     if not repository:
         raise WorkspaceError(
             "the task has no workspace: file it with --workspace PATH (a git repository)"
@@ -93,24 +129,49 @@ def prepare(repository: str | None, worktree: Path, branch: str, owner: str | No
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
     with _ONE_THREAD_AT_A_TIME:
-        result = _add(source, worktree, branch, owner)
-        if result.returncode == 0:
-            return worktree
-        top = _toplevel(source, owner)
-        if top is not None:
-            # A worktree deleted by hand is still registered (and holds its branch).
-            _git("worktree", "prune", cwd=top, owner=owner)
-            result = _add(top, worktree, branch, owner)
+        prepared = _create(source, worktree, branch, owner, run, is_current)
+    _mark(worktree, run)
+    return prepared
+
+
+def _create(
+    source: Path,
+    worktree: Path,
+    branch: str,
+    owner: str | None,
+    run: int | None,
+    is_current: RunIsCurrent | None,
+) -> Workspace:
+    result = _add(source, worktree, branch, owner)
     if result.returncode == 0:
-        return worktree
+        return Workspace(worktree)
+    top = _toplevel(source, owner)
     if top is None:
         raise WorkspaceError(
-            f"workspace {repository} is not a git repository: run 'git init' there and commit once"
+            f"workspace {source} is not a git repository: run 'git init' there and commit once"
         )
-    raise WorkspaceError(
-        f"cannot create a worktree of {top}: {result.stderr.strip()} "
-        "(the repository needs at least one commit)"
-    )
+    # A worktree deleted by hand is still registered (and holds its branch).
+    _git("worktree", "prune", cwd=top, owner=owner)
+    result = _add(top, worktree, branch, owner)
+    if result.returncode == 0:
+        return Workspace(worktree)
+    holder = _holder(top, branch, owner)
+    if holder is None or holder.resolve() == worktree.resolve():
+        raise _cannot_create(top, result, owner)
+    previous = _marked_run(holder)
+    if _still_current(previous, run, is_current):
+        raise WorkspaceBusy(
+            f"branch {branch} is checked out at {holder} by run {previous}, which is "
+            "still current: this run waits for it to end"
+        )
+    return _take_over(top, holder, worktree, branch, owner)
+
+
+def _still_current(previous: int | None, run: int | None, is_current: RunIsCurrent | None) -> bool:
+    """Whether the run that made the holding worktree is another run, still current."""
+    if previous is None or previous == run or is_current is None:
+        return False  # no run recorded it (stale), or it is this run's own
+    return is_current(previous)
 
 
 def _add(
@@ -122,6 +183,86 @@ def _add(
     if result.returncode != 0 and "a branch named" in result.stderr:
         result = _git("worktree", "add", path, branch, cwd=source, owner=owner)
     return result
+
+
+def _cannot_create(
+    top: Path, result: subprocess.CompletedProcess[str], owner: str | None
+) -> WorkspaceError:
+    """What git said, and the likely cause only when it is the cause."""
+    has_commit = _git("rev-parse", "--verify", "--quiet", "HEAD", cwd=top, owner=owner)
+    hint = "" if has_commit.returncode == 0 else " (the repository needs at least one commit)"
+    said = result.stderr.strip() or result.stdout.strip() or f"exit status {result.returncode}"
+    return WorkspaceError(f"cannot create a worktree of {top}: git said: {said}{hint}")
+
+
+def _holder(top: Path, branch: str, owner: str | None) -> Path | None:
+    """The worktree that has ``branch`` checked out, if one has."""
+    listing = _git("worktree", "list", "--porcelain", cwd=top, owner=owner)
+    for block in listing.stdout.split("\n\n"):
+        lines = block.splitlines()
+        if f"branch refs/heads/{branch}" in lines and lines[0].startswith("worktree "):
+            return Path(lines[0].removeprefix("worktree "))
+    return None
+
+
+def _take_over(
+    top: Path, holder: Path, worktree: Path, branch: str, owner: str | None
+) -> Workspace:
+    """Move an earlier run's worktree to this run's place, its uncommitted work with it.
+
+    When git cannot move it (a locked worktree, submodules, another file system)
+    the earlier worktree is removed and the branch checked out afresh: its
+    commits are kept, its uncommitted changes are not, and the log says so.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        worktree.rmdir()  # an empty leftover directory; git would move *into* it
+    moved = _git("worktree", "move", str(holder), str(worktree.absolute()), cwd=top, owner=owner)
+    if moved.returncode == 0:
+        log.info("took over %s (branch %s) as %s", holder, branch, worktree)
+        return Workspace(worktree, taken_over_from=holder)
+    removed = _git("worktree", "remove", "--force", str(holder), cwd=top, owner=owner)
+    if removed.returncode != 0:
+        raise WorkspaceError(
+            f"cannot take over the worktree at {holder} that holds branch {branch}: "
+            f"git said: {moved.stderr.strip()}; {removed.stderr.strip()}"
+        )
+    log.warning(
+        "could not move %s (%s); removed it and checked %s out afresh: its uncommitted "
+        "changes are gone, its commits kept",
+        holder,
+        moved.stderr.strip(),
+        branch,
+    )
+    result = _add(top, worktree, branch, owner)
+    if result.returncode != 0:
+        raise _cannot_create(top, result, owner)
+    return Workspace(worktree, taken_over_from=holder)
+
+
+def _marker(worktree: Path) -> Path:
+    """Beside the worktree, in the home (never inside it, where git status would show it)."""
+    return worktree.parent / f".{worktree.name}.run"
+
+
+def _mark(worktree: Path, run: int | None) -> None:
+    """Record which run works in ``worktree``, for a runner that later finds it holding the branch.
+
+    Written without following a symlink: with a worker user the directory is that user's.
+    """
+    if run is None:
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    descriptor = os.open(_marker(worktree), flags, 0o644)
+    with os.fdopen(descriptor, "w") as marker:
+        marker.write(f"{run}\n")
+
+
+def _marked_run(worktree: Path) -> int | None:
+    """The run recorded beside ``worktree``; None for a worktree no run recorded (stale)."""
+    try:
+        return int(_marker(worktree).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def handoff(

@@ -216,8 +216,9 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
             edit = worktree / "edit.txt"
             assert edit.read_text() == "edited by nobody\n"
             assert edit.stat().st_uid == worker.pw_uid
-            # Its -o file was written beside the worktree (never in the journal) and dropped.
-            assert [p.name for p in worktree.parent.iterdir()] == [task.id]
+            # Its -o file was written beside the worktree (never in the journal) and dropped;
+            # what stays is the worktree and the note of the run working in it.
+            assert sorted(p.name for p in worktree.parent.iterdir()) == [f".{task.id}.run", task.id]
             assert not list(built.home.lane_dir(BOARD).glob("*.provider-*"))
         finally:
             built.close()

@@ -32,10 +32,10 @@ def repo(tmp_path: Path) -> Path:
 
 def test_a_worktree_is_created_on_the_lane_branch_and_reused(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt" / "b" / "t1"
-    assert workspace.prepare(str(repo), target, "lane/b/t1") == target
+    assert workspace.prepare(str(repo), target, "lane/b/t1").path == target
     assert git("branch", "--show-current", cwd=target).strip() == "lane/b/t1"
     (target / "work.txt").write_text("in progress\n")
-    assert workspace.prepare(str(repo), target, "lane/b/t1") == target
+    assert workspace.prepare(str(repo), target, "lane/b/t1").path == target
     assert (target / "work.txt").exists()
 
 
@@ -85,6 +85,59 @@ def test_a_repository_without_commits_is_refused_clearly(tmp_path: Path) -> None
     git("init", "-q", cwd=tmp_path)
     with pytest.raises(workspace.WorkspaceError, match="at least one commit"):
         workspace.prepare(str(tmp_path), tmp_path.parent / "wt-empty", "lane/b/t")
+
+
+def test_a_worktree_left_by_an_ended_run_is_taken_over_with_its_work(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A dead runner's home still holds the task's branch: the next run moves it to its own."""
+    dead = tmp_path / "home1" / "worktrees" / "b" / "t"
+    workspace.prepare(str(repo), dead, "lane/b/t", run=1, is_current=lambda run: False)
+    (dead / "f").write_text("committed\n")
+    git("add", "f", cwd=dead)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "work", cwd=dead)
+    (dead / "draft").write_text("not committed yet\n")
+    asked: list[int] = []
+
+    def is_current(run: int) -> bool:
+        asked.append(run)
+        return False
+
+    mine = tmp_path / "home2" / "worktrees" / "b" / "t"
+    prepared = workspace.prepare(str(repo), mine, "lane/b/t", run=2, is_current=is_current)
+    assert (prepared.path, prepared.taken_over_from) == (mine, dead)
+    assert asked == [1]
+    assert (mine / "f").read_text() == "committed\n"
+    assert (mine / "draft").read_text() == "not committed yet\n"
+    assert not dead.exists()
+    assert git("branch", "--show-current", cwd=mine).strip() == "lane/b/t"
+    assert "?? draft" in workspace.handoff(mine, "", "lane/b/t")
+
+
+def test_a_stale_worktree_no_run_recorded_is_taken_over(repo: Path, tmp_path: Path) -> None:
+    stale = tmp_path / "by-hand"
+    git("worktree", "add", "-q", "-b", "lane/b/t", str(stale), cwd=repo)
+    mine = tmp_path / "home" / "t"
+    prepared = workspace.prepare(str(repo), mine, "lane/b/t", run=7, is_current=lambda run: True)
+    assert prepared.taken_over_from == stale
+
+
+def test_a_worktree_of_a_current_run_is_not_taken(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "home1" / "worktrees" / "b" / "t"
+    workspace.prepare(str(repo), other, "lane/b/t", run=1)
+    (other / "draft").write_text("in progress\n")
+    mine = tmp_path / "home2" / "worktrees" / "b" / "t"
+    with pytest.raises(workspace.WorkspaceBusy, match="run 1, which is still current"):
+        workspace.prepare(str(repo), mine, "lane/b/t", run=2, is_current=lambda run: run == 1)
+    assert (other / "draft").exists() and not mine.exists()
+
+
+def test_git_s_refusal_is_quoted_without_a_wrong_cause(repo: Path, tmp_path: Path) -> None:
+    """The main worktree cannot be moved or removed; git's words are given, not "needs a commit"."""
+    git("checkout", "-q", "-b", "lane/b/t", cwd=repo)
+    with pytest.raises(workspace.WorkspaceError) as caught:
+        workspace.prepare(str(repo), tmp_path / "wt", "lane/b/t", run=2)
+    assert "git said" in str(caught.value) and "at least one commit" not in str(caught.value)
 
 
 def test_branch_names_git_refuses_are_hashed() -> None:
