@@ -19,7 +19,8 @@ import orjson
 import pytest
 
 from lane_runner.board.model import NewTask, Run, Status, Task
-from lane_runner.board.sqlite import SqliteBoard, SqliteStore
+from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sqlite import SqliteStore
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 
@@ -127,7 +128,7 @@ class Lane(Runner):
         self.write_config()
 
     @property
-    def board(self) -> SqliteBoard:
+    def board(self) -> SqlBoard:
         return self.store.board(BOARD)
 
     def set_capacity(self, scenarios: dict[str, str]) -> None:

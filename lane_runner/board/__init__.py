@@ -1,8 +1,9 @@
-"""Board backends behind one interface (DESIGN §5); ``open_store`` picks the configured one."""
+"""Board backends behind one contract (``board/base.py``); ``open_store`` picks one."""
 
 from __future__ import annotations
 
 from lane_runner.board.base import Store
+from lane_runner.board.retry import budget_for
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError, UsageError
@@ -14,8 +15,11 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 def open_store(cfg: Config) -> Store:
     """The embedded SQLite store under the home, or the shared one named by ``board_url``."""
     url = cfg.board_url
+    budget = budget_for(cfg.heartbeat_interval)
     if not url:
-        return SqliteStore(Home(cfg.home).boards, failure_limit=cfg.failure_limit)
+        return SqliteStore(
+            Home(cfg.home).boards, failure_limit=cfg.failure_limit, wait_budget=budget
+        )
     if not url.startswith(POSTGRES_SCHEMES):
         raise UsageError(
             "board_url must start with postgresql:// (a shared PostgreSQL board); "
@@ -31,4 +35,4 @@ def open_store(cfg: Config) -> Store:
             f"board_url names a PostgreSQL board but {error.name} is not installed: "
             "pip install 'lane-runner[postgres]'"
         ) from error
-    return PostgresStore(url, failure_limit=cfg.failure_limit)
+    return PostgresStore(url, failure_limit=cfg.failure_limit, wait_budget=budget)

@@ -1,9 +1,10 @@
-"""The board interface every backend implements (DESIGN §5).
+"""The board contract every backend keeps (docs/ARCHITECTURE.md §5).
 
 A ``Store`` holds boards (one SQLite file each, or rows in PostgreSQL); a
-``Board`` holds tasks. Every transition is one transaction with a guard and
-appends an event. Guards are exact-run: an operation on a run that is no longer
-the task's current run changes nothing.
+``Board`` holds tasks. Each method below says what it guarantees, which guard it
+applies, what it returns and what it raises, in the manner of huey's
+``BaseStorage``; ``tests/board/test_contract.py`` and the state machine hold every
+backend to it. ``board/sql.py`` implements it once for the SQL backends.
 """
 
 from __future__ import annotations
@@ -39,30 +40,124 @@ class BoardUnavailable(BoardError):
 
 
 class Board(Protocol):
+    """One board's tasks and runs: the contract every backend keeps.
+
+    Every method is one transaction: it happens entirely or not at all, and a
+    method that raises wrote nothing. Methods that change a task take the board's
+    lock first (``board/sql.py``), so one board's transitions happen one at a time
+    on every backend and each appends exactly one event per task it changes.
+    Guards are exact-run: an operation naming a run that is no longer its task's
+    current run changes nothing and says so by its return value, never by raising.
+
+    Every method may raise ``BoardUnavailable`` when the storage cannot be reached
+    or stays locked for the whole wait budget (``board/retry.py``); nothing was
+    written then, except that a commit whose answer was lost may have happened
+    (the exact-run guards make a retry of it harmless). ``UsageError`` means the
+    caller asked for something the rules refuse; ``NotFound`` names what is missing.
+    """
+
     slug: str
 
     # -- tasks ---------------------------------------------------------------
-    def add_task(self, new: NewTask) -> Task: ...
-    def get_task(self, task_id: str) -> Task: ...
-    def list_tasks(self, status: Status | None = None) -> list[Task]: ...
-    def comment(self, task_id: str, body: str, author: str = "operator") -> Comment: ...
-    def comments(self, task_id: str, limit: int | None = None) -> list[Comment]: ...
-    def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]: ...
-    def runs(self, task_id: str) -> list[Run]: ...
-    def get_run(self, run_id: int) -> Run: ...
-    def unblock(self, task_id: str) -> Task: ...
-    def archive(self, task_id: str) -> Task: ...
-    def counts(self) -> dict[str, int]: ...
+    def add_task(self, new: NewTask) -> Task:
+        """Create a task: ``ready`` when every parent is ``done`` (or it has none), else ``todo``.
+
+        Guard: the id (given or fresh) is unused; every parent exists on this board,
+        is not archived, and would not make the task its own ancestor. Returns the
+        stored task; appends ``created``. Raises UsageError naming the first
+        problem: a bad field, a taken id, a missing parent ("same board"), an
+        archived parent, a cycle.
+        """
+
+    def get_task(self, task_id: str) -> Task:
+        """The task as stored now. Raises NotFound."""
+
+    def list_tasks(self, status: Status | None = None) -> list[Task]:
+        """Every task (of one status), oldest first."""
+
+    def comment(self, task_id: str, body: str, author: str = "operator") -> Comment:
+        """Store a comment on the task (no event, no status change). Raises NotFound,
+        UsageError for an empty, oversized or NUL-holding body."""
+
+    def comments(self, task_id: str, limit: int | None = None) -> list[Comment]:
+        """The task's comments, oldest first; with ``limit``, only the latest ``limit``.
+        Raises NotFound."""
+
+    def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]:
+        """Events with an id above ``after_id`` (of one task, or of the board), in id order.
+
+        Ids follow commit order: a reader that remembers the last id it saw never
+        misses a later event. Raises NotFound for an unknown ``task_id``.
+        """
+
+    def runs(self, task_id: str) -> list[Run]:
+        """The task's runs, oldest first. Raises NotFound."""
+
+    def get_run(self, run_id: int) -> Run:
+        """One run. Raises NotFound."""
+
+    def unblock(self, task_id: str) -> Task:
+        """A ``blocked`` task goes back to ``ready`` (``todo`` while a parent is not done).
+
+        Clears the block and the failure count; appends ``unblocked``. Raises
+        NotFound, UsageError when the task is not blocked or a parent is archived
+        (the task would wait forever; nothing changes).
+        """
+
+    def archive(self, task_id: str) -> Task:
+        """Retire a task that is not running; archiving an archived task returns it unchanged.
+
+        Keeps its result and runs; appends ``archived`` (with the previous status).
+        Its children never become ready. Raises NotFound, UsageError while running.
+        """
+
+    def counts(self) -> dict[str, int]:
+        """How many tasks have each status (every status named, zero included)."""
 
     # -- the run lifecycle ----------------------------------------------------
-    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None: ...
-    def heartbeat(self, run_id: int, lease_ttl: float) -> bool: ...
+    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+        """Start a run of the first claimable task, or None when there is none.
+
+        Claimable: ``ready``, past its ``next_attempt_at``, and assigned to a lane
+        (unassigned tasks take ``default_assignee``; with none they are left
+        alone). Order: priority (highest first), then age. The run gets an id
+        larger than every earlier run of the board and a lease of ``lease_ttl``
+        seconds; the task becomes ``running``; appends ``claimed``. Two claimers
+        never get the same task. Raises UsageError for a ``lease_ttl`` not above 0.
+        """
+
+    def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
+        """Renew the run's lease to now + ``lease_ttl``.
+
+        Guard: exact-run (the run is open and its task's current run). Returns
+        whether it was renewed; False means the lease is lost. No event.
+        """
+
     def complete(
         self, run_id: int, result: dict[str, Any], summary: str
-    ) -> CompleteOutcome: ...
+    ) -> CompleteOutcome:
+        """Record the run's result: the task becomes ``done`` and its waiting children ready.
+
+        The guard (``rules.completion``) decides the outcome: ``COMPLETED`` for
+        the current run; ``DUPLICATE`` (nothing written) when this run already
+        completed with an equal result; ``REPLAYED`` when the run ended otherwise
+        (reclaimed, expired, blocked) and nothing newer happened to the task since,
+        so a result that outlived its lease still lands; ``STALE`` (nothing
+        written) otherwise, unknown run ids included. On success: failure count
+        and block cleared, appends ``completed`` or ``replayed``, then
+        ``promoted`` for each child whose parents are now all done, in task id
+        order. Never raises for a run it does not know.
+        """
+
     def block(
         self, run_id: int, reason: str, kind: BlockKind, *, count_failure: bool = True
-    ) -> bool: ...
+    ) -> bool:
+        """End the run as ``blocked`` and block its task until someone unblocks it.
+
+        Guard: exact-run. ``count_failure`` adds one to the failure count. Returns
+        whether anything changed; appends ``blocked``.
+        """
+
     def reclaim(
         self,
         run_id: int,
@@ -71,18 +166,43 @@ class Board(Protocol):
         *,
         count_failure: bool = False,
         cooldown: float | None = None,
-    ) -> bool: ...
-    def running_runs(self, node: str | None = None) -> list[Run]: ...
-    def expired_runs(self, now: float | None = None) -> list[Run]: ...
+    ) -> bool:
+        """End the run with ``outcome`` and make its task claimable again.
 
-    def close(self) -> None: ...
+        Guard: exact-run. ``cooldown`` seconds pass before the task is claimable.
+        With ``count_failure``, a task reaching the failure limit is blocked as
+        ``gave_up`` instead (appends ``gave_up``); otherwise appends
+        ``reclaimed``. Returns whether anything changed. Raises UsageError for an
+        ``outcome`` that is not a reclaim (``rules.RECLAIM_OUTCOMES``).
+        """
+
+    def running_runs(self, node: str | None = None) -> list[Run]:
+        """Open runs (of one node), oldest first."""
+
+    def expired_runs(self, now: float | None = None) -> list[Run]:
+        """Open runs whose lease ended at or before ``now`` (default: the board's now)."""
+
+    def close(self) -> None:
+        """Release this board's own connections (a SQLite file's); the store stays usable."""
 
 
 class Store(Protocol):
     """Where boards live. Backends: ``sqlite`` (default) and ``postgres``."""
 
-    def create_board(self, slug: str) -> Board: ...
-    def board(self, slug: str) -> Board: ...
-    def board_slugs(self) -> Sequence[str]: ...
-    def wait_for_change(self, timeout: float) -> bool: ...
-    def close(self) -> None: ...
+    def create_board(self, slug: str) -> Board:
+        """A new, empty board. Atomic: of two creators of one slug exactly one wins.
+        Raises UsageError for an invalid or taken slug."""
+
+    def board(self, slug: str) -> Board:
+        """An existing board (opened once, then shared). Raises NotFound (saying how to
+        create it), BoardUnavailable when its storage cannot be read."""
+
+    def board_slugs(self) -> Sequence[str]:
+        """Every board's slug, sorted."""
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True as soon as a board or the set of boards
+        changed (a spurious True costs the caller one empty look, never a missed change)."""
+
+    def close(self) -> None:
+        """Release every connection and watch of the store."""

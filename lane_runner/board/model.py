@@ -1,4 +1,4 @@
-"""Board records and vocabulary (DESIGN §5). Plain data; no storage here."""
+"""Board records and vocabulary (docs/ARCHITECTURE.md §5). Plain data; no storage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The board's decisions, apart from storage (DESIGN §5).
+"""The board's decisions, apart from storage (docs/ARCHITECTURE.md §5).
 
 Every backend asks these functions what a transition does and only then writes,
 so the exact-run, replay, failure and promotion rules are the same everywhere
@@ -144,7 +144,7 @@ def completion(
     latest_ended_run_id: int | None,
     result_matches: bool,
 ) -> CompleteOutcome:
-    """What ``complete(run_id)`` does to a task in this state (DESIGN §5).
+    """What ``complete(run_id)`` does to a task in this state (docs/ARCHITECTURE.md §5).
 
     A replay is allowed only while nothing newer has happened to the task: it went
     back to ready/blocked and this run is still the last one that ended.

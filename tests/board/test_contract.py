@@ -285,6 +285,26 @@ def test_completion_promotes_children_whose_parents_are_all_done(board: Board) -
     assert "promoted" in [e.kind for e in board.events("both")]
 
 
+def test_children_are_promoted_in_task_id_order(board: Board) -> None:
+    """The backends once promoted in different orders; the contract says task id order."""
+    board.add_task(NewTask(title="p", id="p"))
+    for child in ("c-zeta", "c-alpha", "c-mu"):  # created out of id order
+        board.add_task(NewTask(title=child, id=child, parents=("p",)))
+    before = len(board.events())
+    board.complete(claim(board).run.id, RESULT, "ok")
+    promoted = [e.task_id for e in board.events()[before:] if e.kind == "promoted"]
+    assert promoted == ["c-alpha", "c-mu", "c-zeta"]
+
+
+def test_a_missing_parent_is_named_before_an_archived_one(board: Board) -> None:
+    """One error for a missing parent, whatever else is wrong, on every backend."""
+    board.add_task(NewTask(title="a", id="a"))
+    board.archive("a")
+    with pytest.raises(UsageError, match="no parent task 'gone'.*same board"):
+        board.add_task(NewTask(title="t", parents=("a", "gone")))
+    assert [t.id for t in board.list_tasks()] == ["a"]
+
+
 # -- block and reclaim -------------------------------------------------------------
 
 
@@ -363,6 +383,19 @@ def test_unblock(board: Board) -> None:
         Status.READY, None, None, 0,
     )
     assert board.events("p")[-1].kind == "unblocked"
+
+
+def test_unblock_refuses_a_task_whose_parent_is_archived(board: Board) -> None:
+    """It would become todo and wait forever; the operator archives it instead."""
+    board.add_task(NewTask(title="p", id="p"))
+    board.complete(claim(board).run.id, RESULT, "ok")
+    board.add_task(NewTask(title="c", id="c", parents=("p",)))
+    assert board.block(claim(board).run.id, "hm", BlockKind.NEEDS_INPUT)
+    board.archive("p")
+    before = snapshot(board), board.get_task("c")
+    with pytest.raises(UsageError, match="parent task 'p' is archived"):
+        board.unblock("c")
+    assert (snapshot(board), board.get_task("c")) == before
 
 
 def test_archive(board: Board) -> None:

@@ -11,7 +11,6 @@ from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
 from lane_runner.config import load
-from lane_runner.errors import UsageError
 
 UNREACHABLE = "postgresql://postgres:secret@127.0.0.1:1/nowhere"  # nothing listens on port 1
 
@@ -39,7 +38,7 @@ def test_schema_is_versioned_and_a_newer_one_is_refused(postgres_database: str) 
         connection.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
     newer = PostgresStore(postgres_database)
     try:
-        with pytest.raises(UsageError, match="upgrade lane-runner"):
+        with pytest.raises(BoardUnavailable, match="upgrade lane-runner"):
             newer.board_slugs()
     finally:
         newer.close()
@@ -87,7 +86,7 @@ def test_a_follower_of_events_never_skips_one_committed_late(
     import threading
 
     from lane_runner.board.model import NewTask
-    from lane_runner.board.postgres import PostgresBoard
+    from lane_runner.board.sql import SqlBoard
 
     slow_pod, fast_pod, follower = (PostgresStore(postgres_database) for _ in range(3))
     try:
@@ -96,17 +95,17 @@ def test_a_follower_of_events_never_skips_one_committed_late(
             slow_pod.board("main").add_task(NewTask(title=task, id=task))
         seen = [event.id for event in follower.board("main").events()]
         inserted, release = threading.Event(), threading.Event()
-        original = PostgresBoard._event
+        original = SqlBoard._event
 
         def held_open(
-            self: PostgresBoard, connection: object, task_id: str, *a: object, **k: object
+            self: SqlBoard, connection: object, task_id: str, *a: object, **k: object
         ) -> None:
             original(self, connection, task_id, *a, **k)  # type: ignore[arg-type]
             if task_id == "a":
                 inserted.set()
                 release.wait(10)
 
-        monkeypatch.setattr(PostgresBoard, "_event", held_open)
+        monkeypatch.setattr(SqlBoard, "_event", held_open)
         slow = threading.Thread(target=lambda: slow_pod.board("main").archive("a"))
         slow.start()
         assert inserted.wait(10)

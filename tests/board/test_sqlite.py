@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.board import open_store, sqlite
+from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Status
 from lane_runner.board.sqlite import SCHEMA_VERSION, SqliteStore
@@ -130,15 +130,11 @@ def test_board_corrupted_while_open_becomes_unavailable(
         reopened.close()
 
 
-def test_busy_board_is_retried(
-    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_busy_board_is_retried_within_the_budget(store: SqliteStore, tmp_path: Path) -> None:
     """A writer holding the lock briefly delays a claim; one that never lets go fails it."""
     board = store.create_board("main")
     board.add_task(NewTask(title="t"))
-    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_MS", 1)
-    monkeypatch.setattr(sqlite, "RETRY_DELAYS", (0.05, 0.1, 0.2, 0.4))
-    impatient = SqliteStore(tmp_path / "boards")
+    impatient = SqliteStore(tmp_path / "boards", wait_budget=1.0)
     holder = raw(tmp_path / "boards" / "main.db")
     try:
         holder.execute("BEGIN IMMEDIATE")

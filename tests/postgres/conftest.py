@@ -28,7 +28,8 @@ import pytest
 from journal import Journal
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Outcome, Status, Task
-from lane_runner.board.postgres import PostgresBoard, PostgresStore
+from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.sql import SqlBoard
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 from tests.harness import Runner, git
@@ -161,7 +162,7 @@ class Fleet:
         self.store.create_board(BOARD)
 
     @property
-    def board(self) -> PostgresBoard:
+    def board(self) -> SqlBoard:
         return self.store.board(BOARD)
 
     def pod(self, name: str, board_url: str | None = None) -> Pod:

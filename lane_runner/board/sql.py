@@ -1,0 +1,704 @@
+"""The board's transactions, written once for every SQL backend (docs/ARCHITECTURE.md §5).
+
+``SqlBoard`` implements the contract of ``board/base.py`` on top of a ``Dialect``:
+what differs between SQLite and PostgreSQL (placeholders, how a transaction
+begins and is retried, how a board is locked and its run ids handed out, how other
+runners hear of a change) lives in the dialect; what a transition reads, decides
+(through ``board/rules.py``) and writes lives here, once.
+
+Both backends keep the same tables and columns. Every statement names its board
+as ``board = :board``: PostgreSQL holds every board in one set of tables, and an
+SQLite file holds one board, whose rows all carry the dialect's ``scope`` ('').
+
+Locking, the same promise on both: every transaction that changes a task takes
+the board's lock first (``Dialect.lock_board``) and keeps it to its commit, so a
+board's transitions happen one at a time, each sees every transition committed
+before it, and event ids follow commit order. Reads, heartbeats and comments
+change no task and do not take it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
+from typing import Any, Protocol, TypeVar
+
+import orjson
+
+from lane_runner.board import rules
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.model import (
+    BlockKind,
+    Claim,
+    Comment,
+    CompleteOutcome,
+    Event,
+    EventKind,
+    NewTask,
+    Outcome,
+    Run,
+    Status,
+    Task,
+)
+from lane_runner.board.rows import Row, run_from_row, task_from_row
+from lane_runner.errors import NotFound, UsageError
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What the transactions need of a connection: ``sqlite3`` and psycopg both fit."""
+
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+
+Work = Callable[[Connection], T]  # one transaction's reads and writes
+Notify = Callable[[T], bool] | None  # given its result: did it change a task's status?
+
+
+class Dialect(Protocol):
+    """What one backend supplies to ``SqlBoard``; everything else is shared."""
+
+    scope: str  # bound to :board in every statement
+    insertion_order: str  # the column that orders tasks created in the same instant
+
+    def sql(self, statement: str) -> str:
+        """``statement`` (written with ``:name`` placeholders) in this backend's syntax."""
+
+    def transaction(self, work: Work[T], *, write: bool, notify: Notify[T] = None) -> T:
+        """``work`` in one transaction, retried within the wait budget (``board/retry.py``).
+
+        ``notify(value)`` true: other runners are told that the board changed.
+        Storage errors become ``BoardUnavailable``; anything ``work`` raises
+        (``UsageError``, ``NotFound``) rolls back and propagates unchanged.
+        """
+
+    def lock_board(self, connection: Connection) -> None:
+        """Take the board's write lock for the rest of the transaction (NotFound: gone)."""
+
+    def next_run_id(self, connection: Connection) -> int:
+        """The next run id of this board: larger than every id it handed out before."""
+
+    def now(self, connection: Connection) -> float:
+        """The time a transition records, in seconds since the epoch."""
+
+    def close(self) -> None:
+        """Release what this board holds of the backend (its own connections, if any)."""
+
+
+@lru_cache(maxsize=256)
+def pyformat(statement: str) -> str:
+    """``:name`` placeholders as psycopg's ``%(name)s`` (and a literal ``%`` doubled)."""
+    return re.sub(r"(?<![:\w]):([a-z_]+)", r"%(\1)s", statement.replace("%", "%%"))
+
+
+def upgrade(
+    connection: Connection, version: int, migrations: Sequence[Sequence[str]], where: str
+) -> bool:
+    """Bring a schema at ``version`` up to date; True when a step ran.
+
+    ``migrations[n]`` brings a schema from version n to n + 1 (append steps, never
+    edit a released one). A schema newer than this code knows is refused, not
+    guessed at: BoardUnavailable, naming ``where``.
+    """
+    if version > len(migrations):
+        raise BoardUnavailable(
+            f"{where} has schema version {version}, newer than this lane-runner knows "
+            f"({len(migrations)}); upgrade lane-runner"
+        )
+    for step in migrations[version:]:
+        for statement in step:
+            connection.execute(statement)
+    return version < len(migrations)
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+def _changed(value: object) -> bool:
+    return bool(value)
+
+
+def _always(_: object) -> bool:
+    return True
+
+
+class SqlBoard:
+    """One board on an SQL backend. Methods are safe to call from several threads."""
+
+    def __init__(self, slug: str, dialect: Dialect, failure_limit: int) -> None:
+        self.slug = slug
+        self._dialect = dialect
+        self._failure_limit = failure_limit
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _q(self, connection: Connection, statement: str, **params: Any) -> Cursor:
+        cursor: Cursor = connection.execute(
+            self._dialect.sql(statement), {"board": self._dialect.scope, **params}
+        )
+        return cursor
+
+    def _read(self, work: Work[T]) -> T:
+        return self._dialect.transaction(work, write=False)
+
+    def _write(self, work: Work[T]) -> T:
+        """A write that changes no task (heartbeat, comment): no board lock, no notification."""
+        return self._dialect.transaction(work, write=True)
+
+    def _transition(
+        self, work: Work[T], notify: Callable[[T], bool] = _always
+    ) -> T:
+        """A write that may change tasks: under the board lock, taken before anything else."""
+
+        def locked(connection: Connection) -> T:
+            self._dialect.lock_board(connection)
+            return work(connection)
+
+        return self._dialect.transaction(locked, write=True, notify=notify)
+
+    def _now(self, connection: Connection) -> float:
+        """The time this transaction records (leases, events); the dialect decides whose clock."""
+        return self._dialect.now(connection)
+
+    # -- row access --------------------------------------------------------------
+
+    def _parents(self, connection: Connection, task_id: str) -> tuple[str, ...]:
+        rows = self._q(
+            connection,
+            "SELECT parent_id FROM task_links WHERE board = :board AND task_id = :id "
+            "ORDER BY position",
+            id=task_id,
+        )
+        return tuple(row["parent_id"] for row in rows)
+
+    def _task_row(self, connection: Connection, task_id: str) -> Row | None:
+        return self._q(
+            connection, "SELECT * FROM tasks WHERE board = :board AND id = :id", id=task_id
+        ).fetchone()
+
+    def _task(self, connection: Connection, task_id: str) -> Task:
+        row = self._task_row(connection, task_id)
+        if row is None:
+            raise NotFound(
+                f"no task {task_id!r} on board {self.slug!r}; "
+                f"see 'lane-runner task ls --board {self.slug}'"
+            )
+        return task_from_row(row, self.slug, self._parents(connection, task_id))
+
+    def _run(self, connection: Connection, run_id: int) -> Run:
+        row = self._q(
+            connection, "SELECT * FROM runs WHERE board = :board AND id = :id", id=run_id
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no run {run_id} on board {self.slug!r}")
+        return run_from_row(row, self.slug)
+
+    def _current(self, connection: Connection, run_id: int) -> Row | None:
+        """The task row whose current run is ``run_id`` (still running): the exact-run guard."""
+        return self._q(
+            connection,
+            "SELECT * FROM tasks WHERE board = :board AND current_run_id = :run "
+            "AND status = 'running'",
+            run=run_id,
+        ).fetchone()
+
+    def _parent_statuses(self, connection: Connection, parents: Sequence[str]) -> list[Status]:
+        """The parents' statuses; UsageError for a missing or archived one (nothing written).
+
+        Every parent is looked up before any is judged, so the error names the first
+        parent that does not exist, whatever the order of the problems.
+        """
+        rows = [self._task_row(connection, parent) for parent in parents]
+        for parent, row in zip(parents, rows, strict=True):
+            if row is None:
+                raise UsageError(
+                    f"no parent task {parent!r} on board {self.slug!r}: "
+                    "parents must be tasks on the same board"
+                )
+        statuses = [Status(row["status"]) for row in rows]
+        for parent, status in zip(parents, statuses, strict=True):
+            if status is Status.ARCHIVED:
+                raise UsageError(
+                    f"parent task {parent!r} is archived; a child of it would never run"
+                )
+        return statuses
+
+    def _event(
+        self,
+        connection: Connection,
+        task_id: str,
+        kind: EventKind,
+        at: float,
+        run_id: int | None = None,
+        **data: Any,
+    ) -> None:
+        self._q(
+            connection,
+            "INSERT INTO events (board, task_id, kind, run_id, at, data) "
+            "VALUES (:board, :task, :kind, :run, :at, :data)",
+            task=task_id, kind=kind.value, run=run_id, at=at, data=_json(data),
+        )
+
+    def _end_run(
+        self, connection: Connection, run_id: int, outcome: Outcome, reason: str | None, at: float
+    ) -> None:
+        self._q(
+            connection,
+            "UPDATE runs SET ended_at = :at, outcome = :outcome, reason = :reason "
+            "WHERE board = :board AND id = :id AND ended_at IS NULL",
+            at=at, outcome=outcome.value, reason=reason, id=run_id,
+        )
+
+    # -- tasks -------------------------------------------------------------------
+
+    def add_task(self, new: NewTask) -> Task:
+        new = rules.checked_task(new)
+
+        def work(connection: Connection) -> Task:
+            task_id = new.id or self._fresh_id(connection)
+            if self._task_row(connection, task_id) is not None:
+                raise UsageError(f"task {task_id!r} already exists on board {self.slug!r}")
+            if rules.would_cycle(task_id, new.parents, lambda t: self._parents(connection, t)):
+                raise UsageError(f"task {task_id!r} cannot be its own ancestor (parent cycle)")
+            statuses = self._parent_statuses(connection, new.parents)
+            now = self._now(connection)
+            self._q(
+                connection,
+                "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
+                "workspace, max_runtime, goal_turns, created_at, updated_at) VALUES (:board, "
+                ":id, :title, :body, :status, :assignee, :priority, :workspace, :max_runtime, "
+                ":goal_turns, :now, :now)",
+                id=task_id, title=new.title, body=new.body,
+                status=rules.initial_status(statuses).value, assignee=new.assignee,
+                priority=new.priority, workspace=new.workspace, max_runtime=new.max_runtime,
+                goal_turns=new.goal_turns, now=now,
+            )
+            for position, parent in enumerate(new.parents):
+                self._q(
+                    connection,
+                    "INSERT INTO task_links (board, task_id, parent_id, position) "
+                    "VALUES (:board, :id, :parent, :position)",
+                    id=task_id, parent=parent, position=position,
+                )
+            self._event(connection, task_id, EventKind.CREATED, now, title=new.title)
+            return self._task(connection, task_id)
+
+        return self._transition(work)
+
+    def _fresh_id(self, connection: Connection) -> str:
+        while True:
+            candidate = rules.new_task_id()
+            if self._task_row(connection, candidate) is None:
+                return candidate
+
+    def get_task(self, task_id: str) -> Task:
+        return self._read(lambda connection: self._task(connection, task_id))
+
+    def list_tasks(self, status: Status | None = None) -> list[Task]:
+        def work(connection: Connection) -> list[Task]:
+            links: dict[str, list[str]] = {}
+            for row in self._q(
+                connection,
+                "SELECT task_id, parent_id FROM task_links WHERE board = :board "
+                "ORDER BY task_id, position",
+            ):
+                links.setdefault(row["task_id"], []).append(row["parent_id"])
+            only = "" if status is None else " AND status = :status"
+            rows = self._q(
+                connection,
+                f"SELECT * FROM tasks WHERE board = :board{only} "
+                f"ORDER BY created_at, {self._dialect.insertion_order}",
+                status=None if status is None else Status(status).value,
+            )
+            return [task_from_row(row, self.slug, tuple(links.get(row["id"], ()))) for row in rows]
+
+        return self._read(work)
+
+    def comment(self, task_id: str, body: str, author: str = "operator") -> Comment:
+        rules.check_comment(body)
+
+        def work(connection: Connection) -> Comment:
+            self._task(connection, task_id)
+            now = self._now(connection)
+            row = self._q(
+                connection,
+                "INSERT INTO comments (board, task_id, author, body, at) "
+                "VALUES (:board, :task, :author, :body, :at) RETURNING id",
+                task=task_id, author=author, body=body, at=now,
+            ).fetchone()
+            return Comment(row["id"], self.slug, task_id, author, body, now)
+
+        return self._write(work)
+
+    def comments(self, task_id: str, limit: int | None = None) -> list[Comment]:
+        def work(connection: Connection) -> list[Comment]:
+            self._task(connection, task_id)
+            latest = "" if limit is None else " LIMIT :limit"
+            rows = self._q(
+                connection,
+                "SELECT * FROM (SELECT * FROM comments WHERE board = :board AND task_id = :task "
+                f"ORDER BY id DESC{latest}) latest ORDER BY id",
+                task=task_id, limit=limit,
+            )
+            return [
+                Comment(r["id"], self.slug, r["task_id"], r["author"], r["body"], r["at"])
+                for r in rows
+            ]
+
+        return self._read(work)
+
+    def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]:
+        def work(connection: Connection) -> list[Event]:
+            if task_id is not None:
+                self._task(connection, task_id)
+            one = "" if task_id is None else " AND task_id = :task"
+            rows = self._q(
+                connection,
+                f"SELECT * FROM events WHERE board = :board{one} AND id > :after ORDER BY id",
+                task=task_id, after=after_id,
+            )
+            return [
+                Event(
+                    r["id"], self.slug, r["task_id"], r["kind"], r["run_id"], r["at"],
+                    orjson.loads(r["data"]),
+                )
+                for r in rows
+            ]
+
+        return self._read(work)
+
+    def runs(self, task_id: str) -> list[Run]:
+        def work(connection: Connection) -> list[Run]:
+            self._task(connection, task_id)
+            rows = self._q(
+                connection,
+                "SELECT * FROM runs WHERE board = :board AND task_id = :task ORDER BY id",
+                task=task_id,
+            )
+            return [run_from_row(row, self.slug) for row in rows]
+
+        return self._read(work)
+
+    def get_run(self, run_id: int) -> Run:
+        return self._read(lambda connection: self._run(connection, run_id))
+
+    def unblock(self, task_id: str) -> Task:
+        def work(connection: Connection) -> Task:
+            task = self._task(connection, task_id)
+            if task.status is not Status.BLOCKED:
+                raise UsageError(f"task {task_id!r} is {task.status}, not blocked")
+            statuses = self._parent_statuses(connection, task.parents)
+            now = self._now(connection)
+            self._q(
+                connection,
+                "UPDATE tasks SET status = :status, block_reason = NULL, block_kind = NULL, "
+                "failure_count = 0, next_attempt_at = NULL, updated_at = :now "
+                "WHERE board = :board AND id = :id",
+                status=rules.initial_status(statuses).value, now=now, id=task_id,
+            )
+            self._event(connection, task_id, EventKind.UNBLOCKED, now)
+            return self._task(connection, task_id)
+
+        return self._transition(work)
+
+    def archive(self, task_id: str) -> Task:
+        def work(connection: Connection) -> Task:
+            task = self._task(connection, task_id)
+            if task.status is Status.RUNNING:
+                raise UsageError(
+                    f"task {task_id!r} is running (run {task.current_run_id}); stop it first"
+                )
+            if task.status is Status.ARCHIVED:
+                return task
+            now = self._now(connection)
+            self._q(
+                connection,
+                "UPDATE tasks SET status = 'archived', block_kind = NULL, updated_at = :now "
+                "WHERE board = :board AND id = :id",
+                now=now, id=task_id,
+            )
+            self._event(connection, task_id, EventKind.ARCHIVED, now, previous=task.status.value)
+            return self._task(connection, task_id)
+
+        return self._transition(work)
+
+    def counts(self) -> dict[str, int]:
+        def work(connection: Connection) -> dict[str, int]:
+            counted = dict.fromkeys((s.value for s in Status), 0)
+            for row in self._q(
+                connection,
+                "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board GROUP BY status",
+            ):
+                counted[row["status"]] = row["n"]
+            return counted
+
+        return self._read(work)
+
+    # -- the run lifecycle -------------------------------------------------------
+
+    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+        if not lease_ttl > 0:
+            raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+
+        def work(connection: Connection) -> Claim | None:
+            now = self._now(connection)
+            picked = self._pick(connection, now, default_assignee)
+            if picked is None:
+                return None
+            task_id, assignee = picked
+            run_id = self._dialect.next_run_id(connection)
+            self._q(
+                connection,
+                "INSERT INTO runs (board, id, task_id, node, claimed_at, lease_expires_at, "
+                "heartbeat_at) VALUES (:board, :id, :task, :node, :now, :expires, :now)",
+                id=run_id, task=task_id, node=node, now=now, expires=now + lease_ttl,
+            )
+            self._q(
+                connection,
+                "UPDATE tasks SET status = 'running', assignee = :assignee, "
+                "current_run_id = :run, updated_at = :now WHERE board = :board AND id = :id",
+                assignee=assignee, run=run_id, now=now, id=task_id,
+            )
+            self._event(connection, task_id, EventKind.CLAIMED, now, run_id, node=node)
+            return Claim(self._task(connection, task_id), self._run(connection, run_id))
+
+        return self._transition(work, notify=_changed)
+
+    def _pick(
+        self, connection: Connection, now: float, default_assignee: str
+    ) -> tuple[str, str] | None:
+        """The first claimable task in priority-then-age order, and the assignee it runs under."""
+        candidates = self._q(
+            connection,
+            "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
+            "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
+            f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order}",
+            now=now,
+        )
+        for row in candidates:
+            assignee = rules.claim_assignee(row["assignee"], default_assignee)
+            if assignee is not None:
+                return row["id"], assignee
+        return None
+
+    def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
+        def work(connection: Connection) -> bool:
+            now = self._now(connection)
+            cursor = self._q(
+                connection,
+                "UPDATE runs SET lease_expires_at = :expires, heartbeat_at = :now "
+                "WHERE board = :board AND id = :id AND ended_at IS NULL AND EXISTS ("
+                "SELECT 1 FROM tasks WHERE tasks.board = runs.board "
+                "AND tasks.current_run_id = runs.id AND tasks.status = 'running')",
+                expires=now + lease_ttl, now=now, id=run_id,
+            )
+            return cursor.rowcount == 1
+
+        return self._write(work)
+
+    def complete(self, run_id: int, result: dict[str, Any], summary: str) -> CompleteOutcome:
+        def work(connection: Connection) -> CompleteOutcome:
+            run = self._q(
+                connection, "SELECT task_id FROM runs WHERE board = :board AND id = :id", id=run_id
+            ).fetchone()
+            if run is None:
+                return CompleteOutcome.STALE
+            task = self._task(connection, run["task_id"])
+            latest = self._q(
+                connection,
+                "SELECT MAX(id) AS id FROM runs WHERE board = :board AND task_id = :task "
+                "AND ended_at IS NOT NULL",
+                task=task.id,
+            ).fetchone()
+            outcome = rules.completion(
+                run_id,
+                status=task.status,
+                current_run_id=task.current_run_id,
+                completed_run_id=task.completed_run_id,
+                latest_ended_run_id=latest["id"],
+                result_matches=rules.same_result(task.result, result),
+            )
+            if outcome in (CompleteOutcome.COMPLETED, CompleteOutcome.REPLAYED):
+                self._record_completion(connection, task, run_id, result, summary, outcome)
+            return outcome
+
+        return self._transition(
+            work,
+            notify=lambda outcome: outcome in (CompleteOutcome.COMPLETED, CompleteOutcome.REPLAYED),
+        )
+
+    def _record_completion(
+        self,
+        connection: Connection,
+        task: Task,
+        run_id: int,
+        result: dict[str, Any],
+        summary: str,
+        outcome: CompleteOutcome,
+    ) -> None:
+        now = self._now(connection)
+        if outcome is CompleteOutcome.COMPLETED:
+            self._end_run(connection, run_id, Outcome.COMPLETED, None, now)
+            kind = EventKind.COMPLETED
+        else:
+            self._q(
+                connection,
+                "UPDATE runs SET outcome = 'completed' WHERE board = :board AND id = :id",
+                id=run_id,
+            )
+            kind = EventKind.REPLAYED
+        self._q(
+            connection,
+            "UPDATE tasks SET status = 'done', current_run_id = NULL, completed_run_id = :run, "
+            "summary = :summary, result = :result, failure_count = 0, next_attempt_at = NULL, "
+            "block_reason = NULL, block_kind = NULL, updated_at = :now "
+            "WHERE board = :board AND id = :id",
+            run=run_id, summary=summary, result=rules.canonical_json(result).decode("utf-8"),
+            now=now, id=task.id,
+        )
+        self._event(connection, task.id, kind, now, run_id)
+        self._promote_children(connection, task.id, now)
+
+    def _promote_children(self, connection: Connection, parent: str, now: float) -> None:
+        """Children waiting only on ``parent`` become ready, in task id order."""
+        children = self._q(
+            connection,
+            "SELECT t.id FROM tasks t JOIN task_links l ON l.board = t.board "
+            "AND l.task_id = t.id WHERE l.board = :board AND l.parent_id = :parent "
+            "AND t.status = 'todo' ORDER BY t.id",
+            parent=parent,
+        ).fetchall()
+        for child in children:
+            statuses = self._q(
+                connection,
+                "SELECT p.status FROM task_links l JOIN tasks p ON p.board = l.board "
+                "AND p.id = l.parent_id WHERE l.board = :board AND l.task_id = :child",
+                child=child["id"],
+            )
+            if rules.initial_status(Status(row["status"]) for row in statuses) is Status.READY:
+                self._q(
+                    connection,
+                    "UPDATE tasks SET status = 'ready', updated_at = :now "
+                    "WHERE board = :board AND id = :id",
+                    now=now, id=child["id"],
+                )
+                self._event(connection, child["id"], EventKind.PROMOTED, now, parent=parent)
+
+    def block(
+        self, run_id: int, reason: str, kind: BlockKind, *, count_failure: bool = True
+    ) -> bool:
+        kind = BlockKind(kind)
+
+        def work(connection: Connection) -> bool:
+            task = self._current(connection, run_id)
+            if task is None:
+                return False
+            now = self._now(connection)
+            self._end_run(connection, run_id, Outcome.BLOCKED, reason, now)
+            failures = task["failure_count"] + count_failure
+            self._set_blocked(connection, task["id"], reason, kind, failures, now)
+            self._event(
+                connection, task["id"], EventKind.BLOCKED, now, run_id,
+                reason=reason, block_kind=kind.value,
+            )
+            return True
+
+        return self._transition(work, notify=_changed)
+
+    def _set_blocked(
+        self,
+        connection: Connection,
+        task_id: str,
+        reason: str,
+        kind: BlockKind,
+        failure_count: int,
+        now: float,
+    ) -> None:
+        self._q(
+            connection,
+            "UPDATE tasks SET status = 'blocked', current_run_id = NULL, block_reason = :reason, "
+            "block_kind = :kind, failure_count = :failures, next_attempt_at = NULL, "
+            "updated_at = :now WHERE board = :board AND id = :id",
+            reason=reason, kind=kind.value, failures=failure_count, now=now, id=task_id,
+        )
+
+    def reclaim(
+        self,
+        run_id: int,
+        reason: str,
+        outcome: Outcome,
+        *,
+        count_failure: bool = False,
+        cooldown: float | None = None,
+    ) -> bool:
+        outcome = rules.check_reclaim_outcome(Outcome(outcome))
+
+        def work(connection: Connection) -> bool:
+            task = self._current(connection, run_id)
+            if task is None:
+                return False
+            now = self._now(connection)
+            self._end_run(connection, run_id, outcome, reason, now)
+            failures = task["failure_count"] + count_failure
+            if count_failure and rules.gives_up(failures, self._failure_limit):
+                because = f"gave up after {failures} failures; last: {reason}"
+                self._set_blocked(connection, task["id"], because, BlockKind.GAVE_UP, failures, now)
+                self._event(
+                    connection, task["id"], EventKind.GAVE_UP, now, run_id,
+                    reason=reason, outcome=outcome.value, failures=failures,
+                )
+                return True
+            self._q(
+                connection,
+                "UPDATE tasks SET status = 'ready', current_run_id = NULL, "
+                "failure_count = :failures, next_attempt_at = :retry_at, updated_at = :now "
+                "WHERE board = :board AND id = :id",
+                failures=failures, retry_at=None if cooldown is None else now + cooldown,
+                now=now, id=task["id"],
+            )
+            self._event(
+                connection, task["id"], EventKind.RECLAIMED, now, run_id,
+                reason=reason, outcome=outcome.value, cooldown=cooldown,
+            )
+            return True
+
+        return self._transition(work, notify=_changed)
+
+    def running_runs(self, node: str | None = None) -> list[Run]:
+        def work(connection: Connection) -> list[Run]:
+            mine = "" if node is None else " AND node = :node"
+            rows = self._q(
+                connection,
+                f"SELECT * FROM runs WHERE board = :board AND ended_at IS NULL{mine} ORDER BY id",
+                node=node,
+            )
+            return [run_from_row(row, self.slug) for row in rows]
+
+        return self._read(work)
+
+    def expired_runs(self, now: float | None = None) -> list[Run]:
+        def work(connection: Connection) -> list[Run]:
+            rows = self._q(
+                connection,
+                "SELECT * FROM runs WHERE board = :board AND ended_at IS NULL "
+                "AND lease_expires_at <= :now ORDER BY id",
+                now=self._now(connection) if now is None else now,
+            )
+            return [run_from_row(row, self.slug) for row in rows]
+
+        return self._read(work)
+
+    def close(self) -> None:
+        self._dialect.close()
+
