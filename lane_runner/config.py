@@ -168,7 +168,12 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
     Key("router_url", _router_url, None, "HTTP model router; empty: embedded static policy"),
-    Key("router_timeout", _number(0.1, 600), 30.0, "seconds for one router request"),
+    Key(
+        "router_timeout",
+        _number(0.1, 600),
+        30.0,
+        "seconds one routing or judging call may take, retries included",
+    ),
     Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
     Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),

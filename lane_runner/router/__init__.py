@@ -7,6 +7,8 @@ the embedded static policy otherwise; both speak the ``Router`` protocol.
 
 from __future__ import annotations
 
+import threading
+
 from lane_runner.config import Config
 from lane_runner.router.base import Router
 from lane_runner.router.errors import Cause, RoutingError
@@ -32,8 +34,11 @@ __all__ = [
 ]
 
 
-def make_router(cfg: Config) -> Router:
-    """The HTTP router when ``router_url`` is set, else the embedded static policy."""
+def make_router(cfg: Config, cancel: threading.Event | None = None) -> Router:
+    """The HTTP router when ``router_url`` is set, else the embedded static policy.
+
+    ``cancel`` is the daemon's shutdown event: setting it ends a routing call at once.
+    """
     if cfg.router_url:
-        return HttpRouter(cfg.router_url, http_client(cfg), cfg.router_timeout)
+        return HttpRouter(cfg.router_url, http_client(cfg), cfg.router_timeout, cancel=cancel)
     return StaticPolicy(cfg)

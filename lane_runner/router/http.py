@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import httpx
@@ -19,6 +21,7 @@ import orjson
 from lane_runner import redact
 from lane_runner.config import Config
 from lane_runner.names import parse_lane
+from lane_runner.router import deadline
 from lane_runner.router.base import fallback_route
 from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.route import (
@@ -52,13 +55,7 @@ _RETRIED = frozenset({Cause.UNREACHABLE, Cause.TIMEOUT, Cause.BUSY})
 
 def http_client(cfg: Config) -> httpx.Client:
     """The daemon's one pooled client for the router; the daemon closes it (``router.close()``)."""
-    return httpx.Client(
-        timeout=_timeout(cfg.router_timeout),
-        limits=httpx.Limits(
-            max_connections=cfg.concurrency + 1, max_keepalive_connections=cfg.concurrency
-        ),
-        headers={"user-agent": "lane-runner"},
-    )
+    return deadline.client(cfg.concurrency, _timeout(cfg.router_timeout))
 
 
 def _timeout(seconds: float) -> httpx.Timeout:
@@ -77,20 +74,31 @@ class Answer:
 class HttpRouter:
     """Routes and judges through the model router at ``url``.
 
-    ``retries`` is how many times a failed exchange is tried again (so at most
-    ``retries + 1`` requests); ``backoff`` is the first delay in seconds, doubled
-    per retry and jittered so restarted runners do not stampede the router.
+    ``timeout`` bounds one whole routing or judging call, retries included
+    (``deadline.within``); ``cancel`` is the daemon's shutdown event, which ends a
+    call at once. ``retries`` is how many times a failed exchange is tried again
+    (so at most ``retries + 1`` requests) while time is left; ``backoff`` is the
+    first delay in seconds, doubled per retry and jittered so restarted runners do
+    not stampede the router.
     """
 
     def __init__(
-        self, url: str, client: httpx.Client, timeout: float, retries: int = 3, backoff: float = 0.5
+        self,
+        url: str,
+        client: httpx.Client,
+        timeout: float,
+        retries: int = 3,
+        backoff: float = 0.5,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.url = redact.url(url)  # what messages and logs show
         self._endpoint = url  # what is posted to: its credentials stay here
         self._client = client
+        self._seconds = timeout
         self._timeout = _timeout(timeout)
         self._retries = retries
         self._backoff = backoff
+        self._cancel = cancel
 
     def route(
         self,
@@ -98,6 +106,12 @@ class HttpRouter:
         assignee: str,
         exclude: str | None = None,
         exclude_reason: str | None = None,
+    ) -> Route:
+        with self._deadline():
+            return self._route(context, assignee, exclude, exclude_reason)
+
+    def _route(
+        self, context: str, assignee: str, exclude: str | None, exclude_reason: str | None
     ) -> Route:
         started = time.monotonic()
         lane = parse_lane(assignee)
@@ -130,7 +144,8 @@ class HttpRouter:
         )
 
     def fallback(self, context: str, failed: Route, reason: str) -> Route:
-        return fallback_route(self, context, failed, reason)
+        with self._deadline():
+            return fallback_route(self, context, failed, reason)
 
     def judge(self, context: str, answer: str) -> Verdict:
         """Ask the router (route ``lane/judge``) whether ``answer`` completes the task."""
@@ -138,7 +153,8 @@ class HttpRouter:
             f"{context}\n\nWorker answer:\n{answer}\n\n"
             "Reply 'accept' if the answer completes the task, otherwise 'reject: <reason>'."
         )
-        reply = self._exchange(JUDGE_ROUTE, message, max_tokens=JUDGE_MAX_TOKENS)
+        with self._deadline():
+            reply = self._exchange(JUDGE_ROUTE, message, max_tokens=JUDGE_MAX_TOKENS)
         if reply.content is None:
             raise RoutingError(
                 f"router judge answered without choices[0].message.content at {self.url}",
@@ -148,6 +164,9 @@ class HttpRouter:
 
     def close(self) -> None:
         self._client.close()
+
+    def _deadline(self) -> AbstractContextManager[deadline.Deadline]:
+        return deadline.within(self._seconds, self._cancel)
 
     def _guard(
         self, context: str, selection: Selection, excluded: str, classifier: str, started: float
@@ -204,32 +223,48 @@ class HttpRouter:
                 "stream": False,
             }
         )
-        failure = _Failure("no attempt made", Cause.UNREACHABLE)
+        failure: _Failure | None = None
         for attempt in range(self._retries + 1):
-            if attempt:
-                delay = self._delay(attempt)
-                log.warning(
-                    "router %s %s failed (%s); retry %d in %.2fs",
-                    self.url,
-                    route_id,
-                    failure.problem,
-                    attempt,
-                    delay,
-                )
-                time.sleep(delay)
             try:
+                if failure is not None:
+                    self._pause(route_id, failure, attempt)
                 return self._post(payload)
             except _Failure as error:
                 failure = error
+            except deadline.Cancelled as error:
+                raise RoutingError(
+                    f"router {self.url} {route_id}: {error}", Cause.CANCELLED
+                ) from None
+            except deadline.DeadlinePassed as error:
+                last = f"; before that: {failure.problem}" if failure else ""
+                raise RoutingError(
+                    f"router {self.url} {route_id}: {error} (router_timeout){last}", Cause.TIMEOUT
+                ) from None
             if failure.cause not in _RETRIED:
                 raise RoutingError(
                     f"router {self.url} {route_id}: {failure.problem}", failure.cause
                 )
+        assert failure is not None
         raise RoutingError(
             f"router {self.url} failed {route_id} after {self._retries + 1} attempts: "
             f"{failure.problem}",
             failure.cause,
         )
+
+    def _pause(self, route_id: str, failure: _Failure, retry: int) -> None:
+        """The backoff before ``retry``, cut short (raising) by the deadline or a shutdown."""
+        delay = self._delay(retry)
+        log.warning(
+            "router %s %s failed (%s); retry %d in %.2fs",
+            self.url,
+            route_id,
+            failure.problem,
+            retry,
+            delay,
+        )
+        call = deadline.current()
+        assert call is not None, "an exchange runs only within a routing call"
+        call.sleep(delay)
 
     def _delay(self, retry: int) -> float:
         """Exponential from ``backoff``, capped, with jitter of ±50%."""

@@ -70,7 +70,7 @@ class Services:
         A run routing through the old router at this moment may see it closed; that
         is a transient routing error, and the task comes back.
         """
-        router = make_router(cfg)
+        router = make_router(cfg, self.cancel)
         try:
             judge = make_judge(cfg, router)
             binaries = resolve_binaries(cfg, self.home)
@@ -153,7 +153,8 @@ def build(cfg: Config, **overrides: Any) -> Services:
     home.ensure()
     if cfg.worker_user:
         home.admit_worker()
-    router = make_router(cfg)
+    cancel = overrides.pop("cancel", None) or threading.Event()
+    router = make_router(cfg, cancel)  # a shutdown ends a routing call at once
     return Services(
         cfg=cfg,
         home=home,
@@ -165,5 +166,6 @@ def build(cfg: Config, **overrides: Any) -> Services:
         binaries=resolve_binaries(cfg, home),
         schema_path=write_result_schema(home),
         settings_path=write_claude_settings(home),
+        cancel=cancel,
         **overrides,
     )

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from lane_runner import config
+from lane_runner.router import deadline
 from lane_runner.router.http import HttpRouter
 
 
@@ -25,6 +26,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b"{}"
     delay: float = 0.0
+    trickle: float = 0.0  # > 0: send the whole response one byte per this many seconds
 
 
 class ScriptedRouter:
@@ -47,8 +49,9 @@ class ScriptedRouter:
         body: bytes = b"{}",
         headers: dict[str, str] | None = None,
         delay: float = 0.0,
+        trickle: float = 0.0,
     ) -> None:
-        self.replies.append(Reply(status, headers or {}, body, delay))
+        self.replies.append(Reply(status, headers or {}, body, delay, trickle))
 
     def select(self, target: str, rationale: str = "", content: str | None = None) -> None:
         """Answer with ``target`` in the selection header and optionally ``content`` in the body."""
@@ -87,6 +90,9 @@ class ScriptedRouter:
                     else Reply(500, body=b"no script")
                 )
                 time.sleep(reply.delay)
+                if reply.trickle:
+                    self._trickle(reply)
+                    return
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
@@ -97,6 +103,20 @@ class ScriptedRouter:
                     self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and left: exactly what the timeout test provokes
+
+            def _trickle(self, reply: Reply) -> None:
+                """A router that never stalls long enough for a per-read timeout to fire."""
+                head = f"HTTP/1.1 {reply.status} OK\r\n" + "".join(
+                    f"{name}: {value}\r\n" for name, value in reply.headers.items()
+                )
+                raw = (head + f"content-length: {len(reply.body)}\r\n\r\n").encode()
+                try:
+                    for byte in raw + reply.body:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(reply.trickle)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on the trickle: what the deadline tests provoke
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: the test asserts on ``requests`` instead."""
@@ -113,7 +133,8 @@ def server() -> Iterator[ScriptedRouter]:
 
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
-    with httpx.Client(trust_env=False) as http:
+    """The daemon's kind of client: its connections honour the routing call's deadline."""
+    with deadline.client(2, httpx.Timeout(5.0)) as http:
         yield http
 
 
