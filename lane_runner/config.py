@@ -131,6 +131,16 @@ def _providers(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(value).strip()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
 def _models(value: Any) -> dict[str, str]:
     """Models per effort: a TOML table, or ``low=m1,high=m2`` from the environment."""
     pairs: list[tuple[Any, Any]]
@@ -167,6 +177,20 @@ KEYS: tuple[Key, ...] = (
         "postgresql://... for a shared board; empty: embedded SQLite",
     ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
+    Key("max_running_codex", _integer(0, 64), 0, "runs codex may hold at once; 0: no cap"),
+    Key("max_running_claude", _integer(0, 64), 0, "runs claude may hold at once; 0: no cap"),
+    Key(
+        "provider_full",
+        _choice("wait", "fallback"),
+        "wait",
+        "a task routed to a provider at its cap: wait for its slot, or fall back",
+    ),
+    Key(
+        "min_available_memory_mb",
+        _integer(0, 1 << 30),
+        256,
+        "claim nothing while less memory (MiB; the cgroup's room when lower) is free; 0: off",
+    ),
     Key("router_url", _router_url, None, "HTTP model router; empty: embedded static policy"),
     Key(
         "router_timeout",
@@ -227,7 +251,18 @@ KEYS: tuple[Key, ...] = (
         43200.0,
         "seconds per run unless the task says otherwise",
     ),
-    Key("shutdown_grace", _number(0, 3600), 30.0, "SIGTERM: kill process trees after this"),
+    Key(
+        "stuck_warning_fraction",
+        _number(0, 0.99),
+        0.5,
+        "warn when a run is this far into stall_timeout or max_runtime; 0: off",
+    ),
+    Key(
+        "shutdown_grace",
+        _number(0, 3600),
+        30.0,
+        "SIGTERM or task stop: kill process trees after this",
+    ),
     Key("failure_limit", _integer(1, 1000), 3, "counted failures before a task is blocked gave_up"),
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),

@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from journal import RetentionPolicy
@@ -28,7 +28,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.run.executor import RunExecutor, RunReport
-from lane_runner.service import logs, metrics, recovery, status
+from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import build
@@ -87,6 +87,10 @@ class Daemon:
         self.started_at = time.time()
         self.publisher = status.Publisher(Home(cfg.home).status_file)
         self.metrics_server: metrics.Server | None = None
+        self.paused: pause.Pause | None = None
+        self.hold: tuple[str, str] | None = None  # why free slots went unclaimed: kind, why
+        self.memory: memory.Reading | None = None
+        self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
@@ -159,6 +163,7 @@ class Daemon:
             if self.timers["gc"].ready(now):
                 self.services.journal.collect(policy=self._retention())
             self._claim()
+            self._watch_stuck(time.time())
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
             self.timers["claim"].restart(now)
             self._publish(now)
@@ -171,6 +176,7 @@ class Daemon:
         for future in [f for f in self.workers if f.done()]:
             claim = self.workers.pop(future)
             self.services.activity.finish(claim.run.id)
+            self.warned.pop(claim.run.id, None)
             error = future.exception()
             if error is not None:
                 log.error(
@@ -219,9 +225,18 @@ class Daemon:
         )
 
     def _claim(self) -> None:
+        self.paused = pause.read(self.services.home.pause_file)
+        self.hold = None
         free = min(self.services.cfg.concurrency, MAX_SLOTS) - len(self.workers)
         if self.stopping or free <= 0:
             return
+        self.hold = self._held()
+        room = self.services.slots.room(len(self.workers))
+        if self.hold is None and room is not None and room <= 0:
+            self.hold = ("caps", "every provider is at its max_running_<provider> cap")
+        if self.hold is not None:
+            return
+        free = free if room is None else min(free, room)
         slugs = list(self.services.store.board_slugs())
         misses = 0
         while free > 0 and slugs and misses < len(slugs):
@@ -234,6 +249,65 @@ class Daemon:
             misses = 0
             free -= 1
             self._submit(claim)
+
+    def _held(self) -> tuple[str, str] | None:
+        """Why nothing may be claimed now although slots are free: a pause, or memory."""
+        if self.paused is not None:
+            return "paused", f"runner paused: {self.paused.reason}"
+        self.memory = memory.read()
+        shortage = memory.shortage(self.memory, self.services.cfg.min_available_memory_mb)
+        if shortage is not None:
+            return "memory", shortage
+        return None
+
+    def _watch_stuck(self, now: float) -> None:
+        """Flag runs nearing a hard limit; comment once per run and kind (``service/stuck.py``)."""
+        cfg = self.services.cfg
+        counts = dict.fromkeys(stuck.KINDS, 0)
+        for run in self.services.activity.snapshot():
+            found = stuck.assess(
+                run,
+                now,
+                stall_timeout=cfg.stall_timeout,
+                max_runtime=run["max_runtime"] or cfg.max_runtime,
+                fraction=cfg.stuck_warning_fraction,
+            )
+            self.services.activity.update(run["run_id"], warnings=[asdict(w) for w in found])
+            warned = self.warned.setdefault(run["run_id"], set())
+            for warning in found:
+                counts[warning.kind] += 1
+                if warning.kind not in warned and self._warn(run, warning):
+                    warned.add(warning.kind)
+        metrics.controls(
+            paused=self.paused is not None,
+            hold=self.hold[0] if self.hold else None,
+            **self._slots(),
+            stuck=counts,
+        )
+
+    def _slots(self) -> dict[str, Any]:
+        snapshot = self.services.slots.snapshot()
+        return {"providers": snapshot["providers"], "waiting": snapshot["waiting"]}
+
+    def _warn(self, run: dict[str, Any], warning: stuck.Warning) -> bool:
+        """One comment on the task; False when the board cannot take it now (tried again)."""
+        log.warning(
+            "run %s of %s/%s looks stuck: %s",
+            run["run_id"],
+            run["board"],
+            run["task_id"],
+            warning.message,
+            extra=logs.about(run["board"], run["task_id"], run["run_id"]),
+        )
+        try:
+            self.services.store.board(run["board"]).comment(
+                run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
+            )
+        except BoardUnavailable as error:
+            log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
+            return False
+        metrics.STUCK_WARNINGS.labels(warning.kind).inc()
+        return True
 
     def _claim_from(self, slug: str) -> Claim | None:
         try:
@@ -256,7 +330,11 @@ class Daemon:
         )
         metrics.CLAIMS.labels(task.board).inc()
         self.services.activity.start(
-            task.board, task.id, claim.run.id, str(self.services.home.log_file(task.board, task.id))
+            task.board,
+            task.id,
+            claim.run.id,
+            str(self.services.home.log_file(task.board, task.id)),
+            task.max_runtime or self.services.cfg.max_runtime,
         )
         future = self.pool.submit(self._execute, claim)
         self.workers[future] = claim
@@ -333,13 +411,18 @@ class Daemon:
                 runs_finished=self.runs_finished,
                 pending_finalizations=self.pending_finalizations,
                 metrics_port=self.metrics_server.port if self.metrics_server else None,
+                paused=self.paused.to_dict() if self.paused else None,
+                hold={"kind": self.hold[0], "reason": self.hold[1]} if self.hold else None,
+                providers=self._slots(),
+                memory=asdict(self.memory) if self.memory else None,
             ),
             now,
         )
 
     def _status_line(self) -> str:
+        held = f"not claiming ({self.hold[1]}), " if self.hold else ""
         return (
-            f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
+            held + f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
             f"{self.runs_finished} runs finished, "
             f"{self.pending_finalizations} finalizations pending"
         )

@@ -63,6 +63,11 @@ class Home:
         """The running daemon's status document (see ``service/status.py``)."""
         return self.root / "status.json"
 
+    @property
+    def pause_file(self) -> Path:
+        """Present while this runner is paused (see ``service/pause.py``); survives restarts."""
+        return self.root / "paused.json"
+
     def ensure(self) -> None:
         """Create the home and its top-level directories (0700) if missing."""
         for path in (self.root, self.boards, self.lanes, self.provider_health):

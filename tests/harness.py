@@ -166,6 +166,10 @@ class Lane(Runner):
     def runs(self, task_id: str) -> list[Run]:
         return self.board.runs(task_id)
 
+    def lane_state(self, task_id: str) -> dict[str, object]:
+        """The task's lane state file (route, attempts, sessions) as the executor saved it."""
+        return orjson.loads((self.home.lane_dir(BOARD) / f"{task_id}.json").read_bytes())  # type: ignore[no-any-return]
+
     def node(self) -> str:
         return self.home.node_id()
 

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "board_cmd",
     "task_cmd",
     "run_cmd",
+    "control_cmd",
     "demo_cmd",
     "journal_cmd",
     "status_cmd",

@@ -66,6 +66,7 @@ class RunExecutor:
         self.lease_until = self.run.lease_expires_at
         self.fell_back = False
         self.worktree = Path()  # set once the workspace is prepared
+        self.held: str | None = None  # the provider whose slot this run holds
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -122,10 +123,15 @@ class RunExecutor:
             self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
         task_context = self._context()
         try:
-            route = self._route(task_context)
+            route = self._admit(task_context, self._route(task_context))
         except RoutingError as error:
             return self._routing_failed(error)
-        return self._work(prepared, task_context, route)
+        if route is None:
+            return self._report("abandon", "lease lost or shutting down while waiting for a slot")
+        try:
+            return self._work(prepared, task_context, route)
+        finally:
+            self._release()
 
     def _work(self, prepared: workspace.Workspace, task_context: str, route: Route) -> RunReport:
         worktree = prepared.path
@@ -171,10 +177,16 @@ class RunExecutor:
                 )
                 continue
             if decision.step is decide.Step.FALLBACK:
+                self._release()
                 try:
-                    route = self._fallback(task_context, route, decision.reason)
+                    admitted = self._admit(
+                        task_context, self._fallback(task_context, route, decision.reason)
+                    )
                 except RoutingError as error:
                     return self._routing_failed(error)
+                if admitted is None:
+                    return self._report("abandon", "lease lost or shutting down while waiting")
+                route = admitted
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
                 continue
@@ -242,6 +254,41 @@ class RunExecutor:
         route = self.s.router.fallback(task_context, failed, reason)
         self._record_route(route)
         return route
+
+    def _admit(self, task_context: str, route: Route) -> Route | None:
+        """Hold a slot of the route's provider (``service/slots.py``) before any attempt.
+
+        A provider at its cap means waiting for its slot, renewing the lease meanwhile,
+        or, with ``provider_full = "fallback"``, one fallback to the other provider
+        (whose slot is then waited for). None: the lease was lost or the runner is
+        stopping while waiting; the run is not ours to go on with.
+        """
+        slots = self.s.slots
+        beat = time.monotonic()
+        while not slots.acquire(route.provider):
+            if self.s.cfg.provider_full == "fallback" and not self.fell_back:
+                route = self._fallback(
+                    task_context, route, f"{route.provider} is at max_running_{route.provider}"
+                )
+                continue
+            if self.s.activity.waiting(self.run.id) != route.provider:
+                self.s.activity.update(self.run.id, waiting_for=route.provider)
+                self._note(f"waiting for a {route.provider} slot (max_running_{route.provider})")
+            slots.wait(min(self.s.cfg.heartbeat_interval, 1.0))
+            if self.s.cancel.is_set():
+                return None
+            if time.monotonic() - beat >= self.s.cfg.heartbeat_interval:
+                beat = time.monotonic()
+                if not self._heartbeat():
+                    return None
+        self.held = route.provider
+        self.s.activity.update(self.run.id, waiting_for=None)
+        return route
+
+    def _release(self) -> None:
+        if self.held is not None:
+            self.s.slots.release(self.held)
+            self.held = None
 
     def _record_route(self, route: Route) -> None:
         self.state.route = route.to_dict()  # saved with the attempt that follows

@@ -27,6 +27,11 @@ class ActiveRun:
     last_event_at: float | None = None
     log_path: str | None = None
     pid: int | None = None
+    max_runtime: float | None = None
+    waiting_for: str | None = None
+    """A provider at its cap whose slot this run waits for (``service/slots.py``)."""
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    """Stuck-run warnings in force (``service/stuck.py``)."""
 
 
 class Activity:
@@ -34,9 +39,13 @@ class Activity:
         self._lock = threading.Lock()
         self._runs: dict[int, ActiveRun] = {}
 
-    def start(self, board: str, task_id: str, run_id: int, log_path: str) -> None:
+    def start(
+        self, board: str, task_id: str, run_id: int, log_path: str, max_runtime: float
+    ) -> None:
         with self._lock:
-            self._runs[run_id] = ActiveRun(board, task_id, run_id, log_path=log_path)
+            self._runs[run_id] = ActiveRun(
+                board, task_id, run_id, log_path=log_path, max_runtime=max_runtime
+            )
 
     def finish(self, run_id: int) -> None:
         with self._lock:
@@ -48,6 +57,12 @@ class Activity:
             if run is not None:
                 for name, value in fields.items():
                     setattr(run, name, value)
+
+    def waiting(self, run_id: int) -> str | None:
+        """The provider whose slot the run waits for, if any."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            return None if run is None else run.waiting_for
 
     def heartbeat(self, run_id: int) -> None:
         self.update(run_id, last_heartbeat_at=time.time())

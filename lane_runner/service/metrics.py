@@ -68,6 +68,41 @@ PENDING_FINALIZATIONS = Gauge(
     registry=REGISTRY,
 )
 
+CLAIMS_HELD = Gauge(
+    "lane_runner_claims_held",
+    "1 while free slots are left unclaimed, by reason (paused, board_paused, memory, caps)",
+    ["reason"],
+    registry=REGISTRY,
+)
+RUNNER_PAUSED = Gauge("lane_runner_paused", "1 while this runner is paused", registry=REGISTRY)
+MEMORY_AVAILABLE = Gauge(
+    "lane_runner_memory_available_bytes",
+    "MemAvailable, or the cgroup's room when lower, at the last claim turn",
+    registry=REGISTRY,
+)
+PROVIDER_RUNNING = Gauge(
+    "lane_runner_provider_running", "Runs holding a slot, by provider", ["provider"],
+    registry=REGISTRY,
+)
+PROVIDER_WAITING = Gauge(
+    "lane_runner_provider_waiting",
+    "Runs waiting for a slot of a provider at its cap",
+    registry=REGISTRY,
+)
+STUCK_RUNS = Gauge(
+    "lane_runner_stuck_runs",
+    "Runs past stuck_warning_fraction of a limit, by kind (quiet, long)",
+    ["kind"],
+    registry=REGISTRY,
+)
+STUCK_WARNINGS = Counter(
+    "lane_runner_stuck_warnings",
+    "Stuck-run warnings commented on tasks, by kind",
+    ["kind"],
+    registry=REGISTRY,
+)
+HOLD_REASONS = ("paused", "board_paused", "memory", "caps")
+
 
 def run_ended(board: str, step: str, seconds: float) -> None:
     RUNS_ENDED.labels(step).inc()
@@ -92,6 +127,25 @@ def recovered(report: RecoveryReport) -> None:
 def load(active: int, pending: int) -> None:
     ACTIVE_RUNS.set(active)
     PENDING_FINALIZATIONS.set(pending)
+
+
+def controls(
+    *,
+    paused: bool,
+    hold: str | None,
+    providers: dict[str, dict[str, int | None]],
+    waiting: int,
+    stuck: dict[str, int],
+) -> None:
+    """The operator controls' gauges, set every turn of the loop."""
+    RUNNER_PAUSED.set(1 if paused else 0)
+    for reason in HOLD_REASONS:
+        CLAIMS_HELD.labels(reason).set(1 if hold == reason else 0)
+    for provider, slot in providers.items():
+        PROVIDER_RUNNING.labels(provider).set(slot["running"] or 0)
+    PROVIDER_WAITING.set(waiting)
+    for kind, count in stuck.items():
+        STUCK_RUNS.labels(kind).set(count)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from lane_runner.home import Home
 from lane_runner.providers import claude
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service.activity import Activity
+from lane_runner.service.slots import ProviderSlots
 
 log = logging.getLogger(__name__)
 WIRE_SCHEMA = "worker-result.wire.json"
@@ -41,6 +42,14 @@ class Services:
     settings_path: Path
     cancel: threading.Event = field(default_factory=threading.Event)
     activity: Activity = field(default_factory=Activity)
+    slots: ProviderSlots = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = ProviderSlots(self._caps)
+
+    def _caps(self) -> dict[str, int]:
+        """The per-provider caps of the configuration in force (a reload changes them)."""
+        return {p: int(self.cfg.values[f"max_running_{p}"]) for p in ("codex", "claude")}
 
     def commit(self, record: TerminalRecord) -> CommitResult:
         """The journal's board-commit callback: the exact-run completion on the record's board."""

@@ -64,7 +64,14 @@ def document(
     runs_finished: int,
     pending_finalizations: int,
     metrics_port: int | None,
+    paused: dict[str, Any] | None,
+    hold: dict[str, str] | None,
+    providers: dict[str, Any],
+    memory: dict[str, Any] | None,
 ) -> dict[str, Any]:
+    """``paused``: this runner's pause; ``hold``: why the last claim turn claimed nothing
+    although slots were free (kind and message); ``providers``: per-provider slots;
+    ``memory``: the last memory reading."""
     return {
         "format": FORMAT,
         "pid": os.getpid(),
@@ -75,6 +82,10 @@ def document(
         "runs_finished": runs_finished,
         "pending_finalizations": pending_finalizations,
         "metrics_port": metrics_port,
+        "paused": paused,
+        "hold": hold,
+        "providers": providers,
+        "memory": memory,
     }
 
 

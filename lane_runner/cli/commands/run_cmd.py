@@ -6,9 +6,11 @@ import argparse
 from typing import Any
 
 from lane_runner.board.base import BoardUnavailable
+from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
+from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.service import recovery
 from lane_runner.service.lock import HomeLock
@@ -24,6 +26,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="exit once no task is ready or running (for batch use and tests)",
     )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="claim nothing: route the ready tasks and print what would run where",
+    )
+    run.add_argument("--board", help="with --dry-run: one board (default: all)")
+    add_json_flag(run)
     run.set_defaults(handler=run_daemon)
     rec = subparsers.add_parser(
         "recover", help="replay the journal and hand back orphaned runs (exit 3: some must wait)"
@@ -48,6 +57,11 @@ def _idle(daemon: Daemon) -> bool:
 
 def run_daemon(args: argparse.Namespace) -> int:
     cfg = load_config(args)
+    if args.dry_run:
+        dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
+        return 0
+    if args.board or args.json:
+        raise UsageError("--board and --json go with --dry-run; the daemon serves every board")
     return Daemon(cfg, until=_idle if args.until_idle else None).serve()
 
 

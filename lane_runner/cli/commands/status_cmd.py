@@ -23,7 +23,7 @@ from lane_runner.cli.output import duration, print_json, print_table, timestamp
 from lane_runner.config import Config
 from lane_runner.home import Home
 from lane_runner.router import health
-from lane_runner.service import lock, status
+from lane_runner.service import lock, pause, status
 
 
 def register(subparsers: Any) -> None:
@@ -66,8 +66,12 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         {**run, "runtime_seconds": round(now - run["started_at"], 3)}
         for run in published.get("active", [])
     ]
+    runner_pause = pause.read(home.pause_file)
     return {
         "home": str(home.root),
+        "paused": None if runner_pause is None else {
+            **runner_pause.to_dict(), "at": timestamp(runner_pause.at)
+        },
         "daemon": {
             "state": view.state.value,
             "pid": view.pid,
@@ -77,6 +81,9 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "runs_finished": published.get("runs_finished"),
             "metrics_port": published.get("metrics_port"),
             "published_at": timestamp(published.get("published_at")),
+            "hold": published.get("hold"),
+            "slots": published.get("providers"),
+            "memory": published.get("memory"),
         },
         "active": active,
         "providers": [
@@ -101,18 +108,42 @@ def _ago(now: float, at: float | None) -> str | None:
     return None if at is None else f"{duration(now - at)} ago"
 
 
+def _warning(run: dict[str, Any]) -> str | None:
+    """A stuck warning, or the provider slot a run waits for."""
+    texts = [w["message"] for w in run.get("warnings", [])]
+    if run.get("waiting_for"):
+        texts.append(f"waiting for a {run['waiting_for']} slot")
+    return "; ".join(texts) or None
+
+
+def _print_controls(daemon: dict[str, Any]) -> None:
+    if daemon["hold"]:
+        print(f"not claiming: {daemon['hold']['reason']}")
+    slots = daemon["slots"] or {}
+    capped = [
+        f"{name} {slot['running']}/{slot['cap']}"
+        for name, slot in slots.get("providers", {}).items()
+        if slot["cap"] is not None
+    ]
+    if capped:
+        print(f"provider caps: {', '.join(capped)}, {slots.get('waiting', 0)} waiting for a slot")
+
+
 def _print(document: dict[str, Any], now: float) -> None:
     daemon = document["daemon"]
     line = f"daemon: {daemon['state']}"
     if daemon["pid"] is not None:
         line += f" (pid {daemon['pid']}, since {daemon['since']})"
     print(f"{line}: {daemon['detail']}")
+    if document["paused"]:
+        print(f"paused since {document['paused']['at']}: {document['paused']['reason']}")
     if daemon["state"] == status.DaemonState.RUNNING:
         print(
             f"slots: {len(document['active'])}/{daemon['concurrency']} busy, "
             f"{daemon['runs_finished']} runs finished"
             + (f", metrics on 127.0.0.1:{daemon['metrics_port']}" if daemon["metrics_port"] else "")
         )
+        _print_controls(daemon)
     if document["active"]:
         print()
         print_table(
@@ -126,6 +157,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                 "runtime",
                 "heartbeat",
                 "last event",
+                "warning",
                 "log",
             ),
             [
@@ -139,6 +171,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                     duration(run["runtime_seconds"]),
                     _ago(now, run["last_heartbeat_at"]),
                     _ago(now, run["last_event_at"]),
+                    _warning(run),
                     run["log_path"],
                 )
                 for run in document["active"]

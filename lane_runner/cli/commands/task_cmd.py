@@ -13,6 +13,7 @@ from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_BODY_BYTES
+from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, timestamp
 from lane_runner.errors import UsageError
@@ -57,6 +58,12 @@ def register(subparsers: Any) -> None:
     unblock = commands.add_parser("unblock", help="return a blocked task to ready")
     _task_target(unblock)
     unblock.set_defaults(handler=unblock_task)
+
+    route = commands.add_parser(
+        "route", help="claim nothing: print where the task would run, with which argv"
+    )
+    _task_target(route)
+    route.set_defaults(handler=route_task)
 
     archive = commands.add_parser("archive", help="archive a task that is not running")
     _task_target(archive)
@@ -244,6 +251,12 @@ def unblock_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
         task = store.board(args.board).unblock(args.task)
     return _report(args, task, "unblocked")
+
+
+def route_task(args: argparse.Namespace) -> int:
+    found = dryrun.previews(load_config(args), args.board, args.task)
+    dryrun.show(found, args.json)
+    return 0
 
 
 def archive_task(args: argparse.Namespace) -> int:

@@ -1,0 +1,102 @@
+"""``lane-runner pause`` and ``resume``: stop and restart claiming, for maintenance.
+
+A runner's pause is a file in its home (``service/pause.py``): the daemon sees it
+at the next turn of its loop, a restart keeps it, and running work goes on to
+its end. ``pause --wait`` is the drain: it returns once the daemon has seen the
+pause and runs nothing any more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import time
+from typing import Any
+
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, timestamp
+from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.home import Home
+from lane_runner.service import lock, pause, status
+
+POLL = 0.2
+
+
+class DrainTimeout(LaneRunnerError):
+    """``pause --wait --timeout`` ran out with work still running (exit 1)."""
+
+
+def register(subparsers: Any) -> None:
+    stop = subparsers.add_parser("pause", help="claim nothing new; running work finishes")
+    stop.add_argument("--reason", default="paused by an operator", help="shown in status")
+    stop.add_argument("--wait", action="store_true", help="return once nothing runs (a drain)")
+    stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    add_json_flag(stop)
+    stop.set_defaults(handler=pause_runner)
+    go = subparsers.add_parser("resume", help="claim again after a pause")
+    add_json_flag(go)
+    go.set_defaults(handler=resume_runner)
+
+
+def _who() -> str:
+    try:
+        return f"{getpass.getuser()} (pid {os.getpid()})"
+    except (KeyError, OSError):
+        return f"uid {os.getuid()} (pid {os.getpid()})"
+
+
+def pause_runner(args: argparse.Namespace) -> int:
+    if args.timeout is not None and (not args.wait or args.timeout <= 0):
+        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    home = Home(load_config(args).home)
+    home.ensure()
+    record = pause.pause(home.pause_file, args.reason, _who())
+    running = _drain(home, args.timeout) if args.wait else None
+    document = {"paused": True, **record.to_dict(), "at": timestamp(record.at), "running": running}
+    if args.json:
+        print_json(document)
+    else:
+        print(f"runner paused: {record.reason}")
+        if args.wait:
+            print("drained: nothing running")
+    return 0
+
+
+def _drain(home: Home, timeout: float | None) -> int:
+    """Wait until the daemon (if any) has seen the pause and runs nothing; returns 0."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        active = _active(home)
+        if active == 0:
+            return 0
+        if deadline is not None and time.monotonic() >= deadline:
+            raise DrainTimeout(
+                f"{'some' if active is None else active} run(s) still running after "
+                f"{timeout:g} s; the runner stays paused ('lane-runner status' shows them)"
+            )
+        time.sleep(POLL)
+
+
+def _active(home: Home) -> int | None:
+    """Runs the daemon still runs after seeing the pause: 0 when no daemon serves this home,
+    None while a daemon has not yet published that it saw the pause."""
+    view = status.judge(
+        lock.holder(home.lock_file), lock.read_holder(home.lock_file), status.read(home.status_file)
+    )
+    if view.state in (status.DaemonState.STOPPED, status.DaemonState.STALE):
+        return 0
+    published = view.published
+    if published is None or published.get("paused") is None:
+        return None
+    return len(published.get("active", []))
+
+
+def resume_runner(args: argparse.Namespace) -> int:
+    home = Home(load_config(args).home)
+    lifted = pause.resume(home.pause_file)
+    if args.json:
+        print_json({"paused": False, "was_paused": lifted})
+    else:
+        print("runner resumed" if lifted else "runner was not paused")
+    return 0

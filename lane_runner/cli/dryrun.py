@@ -1,0 +1,94 @@
+"""``run --dry-run`` and ``task route``: what would run where, printed without claiming.
+
+Builds the router and resolves the CLIs as the daemon would, then asks
+``run/preview.py`` for each task. Nothing is claimed or started.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import asdict
+from typing import Any
+
+from lane_runner.board import open_store
+from lane_runner.board.base import Board, BoardUnavailable
+from lane_runner.board.model import Status, Task
+from lane_runner.cli.output import print_json, print_table
+from lane_runner.config import Config
+from lane_runner.home import Home
+from lane_runner.router import make_router
+from lane_runner.run.preview import Preview, preview
+from lane_runner.service.services import CLAUDE_SETTINGS, WIRE_SCHEMA, resolve_binaries
+
+
+def previews(cfg: Config, board_slug: str | None, task_id: str | None) -> list[Preview]:
+    """One preview per ready task (or the one named), in the order a claim would take them."""
+    home = Home(cfg.home)
+    router = make_router(cfg)
+    try:
+        binaries = resolve_binaries(cfg, home)
+        with closing(open_store(cfg)) as store:
+            slugs = [board_slug] if board_slug else list(store.board_slugs())
+            found = []
+            for slug in slugs:
+                try:
+                    board = store.board(slug)
+                    tasks = _tasks(board, task_id)
+                except BoardUnavailable:
+                    if board_slug:
+                        raise
+                    continue  # one unreadable board must not hide the others' routes
+                found += [
+                    preview(
+                        task,
+                        board,
+                        cfg=cfg,
+                        router=router,
+                        binaries=binaries,
+                        schema_path=home.root / WIRE_SCHEMA,
+                        settings_path=home.root / CLAUDE_SETTINGS,
+                    )
+                    for task in tasks
+                ]
+            return found
+    finally:
+        router.close()
+
+
+def _tasks(board: Board, task_id: str | None) -> Sequence[Task]:
+    if task_id is not None:
+        return [board.get_task(task_id)]
+    ready = board.list_tasks(Status.READY)
+    return sorted(ready, key=lambda t: (-t.priority, t.created_at))
+
+
+def show(found: list[Preview], as_json: bool) -> None:
+    if as_json:
+        print_json([asdict(item) for item in found])
+        return
+    if not found:
+        print("no ready task to route")
+        return
+    for item in found:
+        route = item.route or {}
+        print(f"{item.board}/{item.task_id}: {item.title}")
+        print_table(("field", "value"), _fields(item, route))
+        print()
+
+
+def _fields(item: Preview, route: dict[str, Any]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [
+        ("lane", item.lane),
+        ("provider", route.get("provider")),
+        ("model", route.get("model")),
+        ("effort", route.get("effort")),
+        ("why", route.get("reason")),
+        ("workspace", item.workspace),
+        ("argv", shlex.join(item.argv) if item.argv else None),
+    ]
+    rows += [("note", note) for note in item.notes]
+    if item.error:
+        rows.append(("error", item.error))
+    return rows

@@ -1,0 +1,75 @@
+"""The pure rules under the operator controls: memory readings, provider slots, stuck runs,
+and the pause file's reading of what it finds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lane_runner.service import memory, pause, stuck
+from lane_runner.service.slots import ProviderSlots
+
+MEMINFO = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048000 kB\n"
+
+
+def test_mem_available_reads_kib_as_bytes() -> None:
+    assert memory.mem_available(MEMINFO) == 2048000 * 1024
+    assert memory.mem_available("MemTotal: 1 kB\n") is None
+
+
+def test_cgroup_room_discounts_inactive_page_cache() -> None:
+    stat = "anon 100\ninactive_file 300\nactive_file 5\n"
+    assert memory.cgroup_room("1000\n", "900\n", stat) == 400
+    assert memory.cgroup_room("max\n", "900\n", stat) is None
+    assert memory.cgroup_room("1000\n", "5000\n", "") == 0
+
+
+def test_shortage_names_the_threshold_and_turns_off_at_zero() -> None:
+    low = memory.Reading(100 << 20, "cgroup system.slice")
+    why = memory.shortage(low, 256)
+    assert why is not None and "100 MiB" in why and "cgroup system.slice" in why
+    assert memory.shortage(low, 0) is None
+    assert memory.shortage(memory.Reading(300 << 20, "MemAvailable"), 256) is None
+    assert memory.shortage(None, 256) is None  # unknown: fail open
+
+
+def test_slots_cap_one_provider_and_count_room() -> None:
+    caps = {"codex": 1, "claude": 0}
+    slots = ProviderSlots(lambda: caps)
+    assert slots.acquire("codex") and not slots.acquire("codex")
+    assert slots.acquire("claude") and slots.acquire("claude")  # 0: uncapped
+    assert slots.room(3) is None  # an uncapped provider: concurrency is the bound
+    caps["claude"] = 2
+    assert slots.room(3) == 0
+    assert slots.room(4) == 0  # a claimed run holding no slot takes the room first
+    slots.release("codex")
+    assert slots.room(2) == 1 and slots.acquire("codex")
+    snapshot = slots.snapshot()
+    assert snapshot["providers"] == {
+        "codex": {"running": 1, "cap": 1},
+        "claude": {"running": 2, "cap": 2},
+    }
+
+
+def test_stuck_assess_warns_at_the_fraction_of_each_limit() -> None:
+    run = {"started_at": 0.0, "last_event_at": 50.0, "waiting_for": None}
+    kinds = [w.kind for w in stuck.assess(run, 100.0, stall_timeout=100, max_runtime=200,
+                                          fraction=0.5)]
+    assert kinds == [stuck.QUIET, stuck.LONG]
+    assert stuck.assess(run, 99.0, stall_timeout=100, max_runtime=200, fraction=0.5) == []
+    assert stuck.assess(run, 1e9, stall_timeout=100, max_runtime=200, fraction=0) == []
+    waiting = {**run, "waiting_for": "codex"}
+    kinds = [w.kind for w in stuck.assess(waiting, 100.0, stall_timeout=100, max_runtime=1e6,
+                                          fraction=0.5)]
+    assert kinds == []  # a run waiting for a slot has no provider to be quiet
+
+
+def test_pause_file_round_trip_and_garbage_still_pauses(tmp_path: Path) -> None:
+    path = tmp_path / "paused.json"
+    assert pause.read(path) is None
+    pause.pause(path, "upgrade", "ops")
+    found = pause.read(path)
+    assert found is not None and (found.reason, found.by) == ("upgrade", "ops")
+    path.write_bytes(b"\xff not json")
+    garbled = pause.read(path)
+    assert garbled is not None and "resume" in garbled.reason
+    assert pause.resume(path) and not pause.resume(path)
