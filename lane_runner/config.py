@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from string import Formatter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,6 +73,25 @@ def _router_url(value: Any) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ValueError("expected http://<host>[:<port>]/<path> or https://...")
     return text
+
+
+def _route_id(*fields: str) -> Callable[[Any], str]:
+    """A router route id: printable, no spaces, with exactly the placeholders ``fields``."""
+
+    def parse(value: Any) -> str:
+        text = _text(value).strip()
+        if not text or any(c.isspace() or not c.isprintable() for c in text):
+            raise ValueError("expected a route id without spaces or control characters")
+        try:
+            found = {name for _, name, _, _ in Formatter().parse(text) if name is not None}
+        except ValueError as error:
+            raise ValueError(f"unbalanced braces ({error})") from None
+        if found != set(fields):
+            wanted = " and ".join(f"{{{name}}}" for name in fields) or "no {placeholders}"
+            raise ValueError(f"expected {wanted} in the route id")
+        return text
+
+    return parse
 
 
 def _boolean(value: Any) -> bool:
@@ -198,6 +218,14 @@ KEYS: tuple[Key, ...] = (
         30.0,
         "seconds one routing or judging call may take, retries included",
     ),
+    Key("router_auto_route", _route_id(), "lane/worker/auto", "route id asked for cli-auto"),
+    Key(
+        "router_manual_route",
+        _route_id("provider", "effort"),
+        "lane/worker/manual/{provider}/{effort}",
+        "route id asked for a manual lane",
+    ),
+    Key("router_judge_route", _route_id(), "lane/judge", "route id asked for the router judge"),
     Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
     Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from lane_runner.providers import ProviderRequest, claude_root_refusal
 from lane_runner.providers import claude as claude_adapter
 from lane_runner.providers import codex as codex_adapter
 from lane_runner.providers.environment import worker_environment
-from lane_runner.router import RoutingError, make_router
+from lane_runner.router import RoutingError, health, make_router
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import resolve_binaries
 
@@ -319,6 +320,41 @@ def router_check(cfg: Config) -> list[Check]:
     return [Check("router", Level.PASS, f"test route: {route.describe()}")]
 
 
+def health_checks(home: Home, now: float) -> list[Check]:
+    """Each provider health file present: what it says, or why it is ignored.
+
+    Files in the ancestor runner's format (``state`` and ``authenticated`` only, aged
+    by their modification time) are read as well; anything else is said here,
+    because the daemon only logs it and routes as if the provider's health were unknown.
+    """
+    checks = []
+    for provider in PROVIDERS:
+        record, problem = health.inspect(home.provider_health, provider)
+        if problem is not None:
+            checks.append(
+                Check(
+                    f"{provider} health",
+                    Level.WARN,
+                    f"{problem.path} is ignored: {problem.why}",
+                    'remove it, or write {"state": "available" or "unavailable", '
+                    '"authenticated": true or false}',
+                )
+            )
+        elif record is not None:
+            minutes = int((now - record.checked_at) // 60)
+            avoided = record.state == "unavailable" and record.fresh(now)
+            checks.append(
+                Check(
+                    f"{provider} health",
+                    Level.PASS,
+                    f"{record.state} ({record.reason or 'no reason given'}; "
+                    f"checked {minutes} min ago"
+                    + ("; cli-auto routing avoids it)" if avoided else ")"),
+                )
+            )
+    return checks
+
+
 def notify_check(notifier: Notifier) -> list[Check]:
     if not notifier.enabled:
         return []
@@ -348,6 +384,7 @@ def run_all(cfg: Config) -> list[Check]:
         *home_checks(cfg, home),
         *board_checks(cfg),
         *router_check(cfg),
+        *health_checks(home, time.time()),
         *notify_check(Notifier()),
     ]
     return [hide_secrets(check) for check in checks]

@@ -14,7 +14,7 @@ from lane_runner.router.base import Router
 from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.http import HttpRouter, http_client
 from lane_runner.router.judge import Judge, RouterJudge, StructuralJudge, make_judge
-from lane_runner.router.route import Route
+from lane_runner.router.route import Route, RouteIds
 from lane_runner.router.static import StaticPolicy
 from lane_runner.router.verdict import Verdict
 
@@ -23,6 +23,7 @@ __all__ = [
     "HttpRouter",
     "Judge",
     "Route",
+    "RouteIds",
     "Router",
     "RouterJudge",
     "RoutingError",
@@ -40,5 +41,8 @@ def make_router(cfg: Config, cancel: threading.Event | None = None) -> Router:
     ``cancel`` is the daemon's shutdown event: setting it ends a routing call at once.
     """
     if cfg.router_url:
-        return HttpRouter(cfg.router_url, http_client(cfg), cfg.router_timeout, cancel=cancel)
+        routes = RouteIds(cfg.router_auto_route, cfg.router_manual_route, cfg.router_judge_route)
+        return HttpRouter(
+            cfg.router_url, http_client(cfg), cfg.router_timeout, cancel=cancel, routes=routes
+        )
     return StaticPolicy(cfg)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 import orjson
 
-from lane_runner.names import PROVIDERS
+from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.router.route import bounded
 
 log = logging.getLogger(__name__)
@@ -49,15 +50,24 @@ class ProviderHealth:
         return 0 <= now - self.checked_at <= window
 
     @classmethod
-    def from_document(cls, document: Any) -> ProviderHealth:
-        """Validate a decoded file; ValueError says what is wrong with it."""
+    def from_document(
+        cls, document: Any, provider: str | None = None, modified: float | None = None
+    ) -> ProviderHealth:
+        """Validate a decoded file; ValueError says what is wrong with it.
+
+        The ancestor runner's files carry only ``state`` and, after an authentication
+        failure, ``authenticated: false``; their provider is the file's name and their
+        age the file's modification time. Passing ``provider`` and ``modified`` (the
+        file's) lets such a file be read as it was meant: a missing ``authenticated``
+        means authenticated, as the ancestor read it.
+        """
         if not isinstance(document, dict):
             raise ValueError("not a JSON object")
-        provider = document.get("provider")
+        provider = document.get("provider", provider)
         state = document.get("state")
-        authenticated = document.get("authenticated")
+        authenticated = document.get("authenticated", True)
         reason = document.get("reason", "")
-        checked_at = document.get("checked_at")
+        checked_at = document.get("checked_at", modified)
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}")
         if state not in ("available", "unavailable"):
@@ -85,6 +95,19 @@ def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[st
     return health.provider, f"{what} ({health.reason}; checked {minutes} min ago)"
 
 
+def exclusion_for(
+    assignee: str, healths: Iterable[ProviderHealth], now: float
+) -> tuple[str, str] | None:
+    """``excluded_provider`` for ``cli-auto`` only: a manual lane names its provider.
+
+    A manual lane still falls back after a real capacity failure of its own run;
+    a snapshot of someone else's failure does not overrule the lane.
+    """
+    if assignee != AUTO_ASSIGNEE:
+        return None
+    return excluded_provider(healths, now)
+
+
 def health_file(directory: Path, provider: str) -> Path:
     if provider not in PROVIDERS:
         raise ValueError(f"unknown provider {provider!r}")
@@ -93,26 +116,52 @@ def health_file(directory: Path, provider: str) -> Path:
 
 def read_health(directory: Path, provider: str) -> ProviderHealth | None:
     """The recorded health of ``provider``; None when absent or untrustworthy (logged)."""
+    health, problem = inspect(directory, provider)
+    if problem is not None:
+        log.warning("provider health %s treated as unknown: %s", problem.path, problem.why)
+    return health
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a provider health file is not used (``doctor`` shows it)."""
+
+    path: Path
+    why: str
+
+
+def inspect(directory: Path, provider: str) -> tuple[ProviderHealth | None, Problem | None]:
+    """The recorded health of ``provider``, or why the file there cannot be trusted.
+
+    Reads this runner's format and the ancestor runner's (see ``from_document``).
+    """
     path = health_file(directory, provider)
     try:
-        # O_NOFOLLOW: a symlink planted in the state directory is not ours to trust.
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        # O_NOFOLLOW: a symlink planted in the state directory is not ours to trust;
+        # O_NONBLOCK: a FIFO planted there must not block the daemon.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        return None
+        return None, None
     except OSError as error:
-        log.warning("provider health %s unreadable, treated as unknown: %s", path, error)
-        return None
+        return None, Problem(path, f"unreadable: {error.strerror}")
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            return None, Problem(path, "unreadable: not a regular file")
+        data = os.read(descriptor, MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return None, Problem(path, f"unreadable: {error.strerror}")
+    finally:
+        os.close(descriptor)
     try:
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        health = ProviderHealth.from_document(orjson.loads(data))
+        health = ProviderHealth.from_document(orjson.loads(data), provider, status.st_mtime)
         if health.provider != provider:
             raise ValueError(f"records {health.provider}, not {provider}")
     except ValueError as error:  # orjson.JSONDecodeError is a ValueError
-        log.warning("provider health %s is not valid, treated as unknown: %s", path, error)
-        return None
-    return health
+        return None, Problem(path, f"not valid: {error}")
+    return health, None
 
 
 def read_all(directory: Path) -> list[ProviderHealth]:

@@ -26,6 +26,7 @@ from lane_runner.router.base import fallback_route
 from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.route import (
     Route,
+    RouteIds,
     Selection,
     body_wins,
     bounded,
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 SELECTED_HEADER = "x-model-router-selected-model"
 RATIONALE_HEADER = "x-model-router-rationale"
-JUDGE_ROUTE = "lane/judge"
 JUDGE_MAX_TOKENS = 256
 CONNECT_TIMEOUT = 10.0
 MAX_BODY_BYTES = 1 << 20
@@ -90,6 +90,7 @@ class HttpRouter:
         retries: int = 3,
         backoff: float = 0.5,
         cancel: threading.Event | None = None,
+        routes: RouteIds = RouteIds(),  # noqa: B008 - frozen, shared
     ) -> None:
         self.url = redact.url(url)  # what messages and logs show
         self._endpoint = url  # what is posted to: its credentials stay here
@@ -99,6 +100,7 @@ class HttpRouter:
         self._retries = retries
         self._backoff = backoff
         self._cancel = cancel
+        self._routes = routes
 
     def route(
         self,
@@ -115,7 +117,7 @@ class HttpRouter:
     ) -> Route:
         started = time.monotonic()
         lane = parse_lane(assignee)
-        route_id = route_for(lane)
+        route_id = route_for(lane, self._routes)
         message = context
         if exclude:
             message += "\n\n" + constraint(exclude, exclude_reason or "is excluded")
@@ -148,13 +150,13 @@ class HttpRouter:
             return fallback_route(self, context, failed, reason)
 
     def judge(self, context: str, answer: str) -> Verdict:
-        """Ask the router (route ``lane/judge``) whether ``answer`` completes the task."""
+        """Ask the router (route ``router_judge_route``) whether ``answer`` completes the task."""
         message = (
             f"{context}\n\nWorker answer:\n{answer}\n\n"
             "Reply 'accept' if the answer completes the task, otherwise 'reject: <reason>'."
         )
         with self._deadline():
-            reply = self._exchange(JUDGE_ROUTE, message, max_tokens=JUDGE_MAX_TOKENS)
+            reply = self._exchange(self._routes.judge, message, max_tokens=JUDGE_MAX_TOKENS)
         if reply.content is None:
             raise RoutingError(
                 f"router judge answered without choices[0].message.content at {self.url}",

@@ -122,11 +122,25 @@ def lane_assignee(provider: str, effort: str) -> str:
     return f"cli-{provider}-{effort}"
 
 
-def route_for(lane: Lane) -> str:
+@dataclass(frozen=True)
+class RouteIds:
+    """The route ids the router is asked for (``router_*_route`` in the configuration).
+
+    Configurable so that a router set up for another runner works unchanged (the
+    ancestor asked for ``atlas/worker/auto/maximum`` and
+    ``atlas/worker/manual/{provider}/{effort}``). The defaults are the configuration's.
+    """
+
+    auto: str = "lane/worker/auto"
+    manual: str = "lane/worker/manual/{provider}/{effort}"
+    judge: str = "lane/judge"
+
+
+def route_for(lane: Lane, ids: RouteIds = RouteIds()) -> str:  # noqa: B008 - frozen, shared
     """The router's route id for an assignee's lane."""
     if lane.automatic:
-        return "lane/worker/auto"
-    return f"lane/worker/manual/{lane.provider}/{lane.effort}"
+        return ids.auto
+    return ids.manual.format(provider=lane.provider, effort=lane.effort)
 
 
 def constraint(provider: str, reason: str) -> str:

@@ -240,11 +240,12 @@ class RunExecutor:
         return contexts.task_context(self.task, parents, self.board.comments(self.task.id))
 
     def _route(self, task_context: str) -> Route:
-        exclusion = health.excluded_provider(
-            health.read_all(self.s.home.provider_health), time.time()
+        assignee = self.task.assignee or "cli-auto"
+        exclusion = health.exclusion_for(
+            assignee, health.read_all(self.s.home.provider_health), time.time()
         )
         exclude, why = exclusion if exclusion else (None, None)
-        route = self.s.router.route(task_context, self.task.assignee or "cli-auto", exclude, why)
+        route = self.s.router.route(task_context, assignee, exclude, why)
         self._record_route(route)
         return route
 
