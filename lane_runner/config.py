@@ -294,6 +294,18 @@ KEYS: tuple[Key, ...] = (
     Key("failure_limit", _integer(1, 1000), 3, "counted failures before a task is blocked gave_up"),
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),
+    Key(
+        "cooldown_limit",
+        _integer(1, 100_000),
+        24,
+        "consecutive cooldowns (capacity, stalls) before a task is blocked",
+    ),
+    Key(
+        "goal_margin",
+        _number(0, 86400),
+        300.0,
+        "goal mode: no new turn with less runtime than this left (seconds)",
+    ),
     Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
     Key("retention_days", _number(0.01, 3650), 30.0, "journal artifacts older than this go"),
     Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),

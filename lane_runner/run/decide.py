@@ -54,7 +54,8 @@ def after_attempt(
     """Decide the next step from one attempt's classification, result and judgement.
 
     ``accepted``/``verdict_reason`` are the judge's view of a completed result
-    (ignored otherwise); ``turn`` counts from 1.
+    (ignored otherwise); ``turn`` counts from 1; ``time_left`` says whether more than
+    the goal margin of the run's runtime remains.
     """
     if classification in ABANDONED:
         return Decision(Step.ABANDON, reason)
@@ -73,7 +74,7 @@ def after_attempt(
     if classification != "ok" or result is None:
         why = reason if classification != "ok" else "the provider ended without a structured result"
         return Decision(Step.RETRY, why, outcome=Outcome.FAILED, count_failure=True)
-    return _judge_result(result, accepted, verdict_reason, turn < goal_turns and time_left, turn)
+    return _judge_result(result, accepted, verdict_reason, turn < goal_turns, time_left, turn)
 
 
 def after_routing_error(error: RoutingError) -> Decision:
@@ -95,7 +96,12 @@ def after_routing_error(error: RoutingError) -> Decision:
 
 
 def _judge_result(
-    result: dict[str, Any], accepted: bool, verdict_reason: str, may_continue: bool, turn: int
+    result: dict[str, Any],
+    accepted: bool,
+    verdict_reason: str,
+    turns_left: bool,
+    time_left: bool,
+    turn: int,
 ) -> Decision:
     status = result["status"]
     summary = result["summary"].strip() or "(no summary)"
@@ -109,6 +115,9 @@ def _judge_result(
         if status == "completed"
         else f"the worker reported incomplete work: {summary}"
     )
-    if may_continue:
+    if turns_left and time_left:
         return Decision(Step.CONTINUE, why)
-    return Decision(Step.BLOCK, f"not done after {turn} turn(s): {why}", kind=BlockKind.NEEDS_INPUT)
+    stop = "" if time_left else ", with too little runtime left for another turn"
+    return Decision(
+        Step.BLOCK, f"not done after {turn} turn(s){stop}: {why}", kind=BlockKind.NEEDS_INPUT
+    )

@@ -33,7 +33,7 @@ from lane_runner.providers import (
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
 from lane_runner.run import context as contexts
-from lane_runner.run import decide, lanestate, workspace
+from lane_runner.run import cycling, decide, lanestate, workspace
 from lane_runner.service import leftovers, metrics
 from lane_runner.service.services import Services
 
@@ -67,6 +67,7 @@ class RunExecutor:
         self.fell_back = False
         self.worktree = Path()  # set once the workspace is prepared
         self.held: str | None = None  # the provider whose slot this run holds
+        self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -102,7 +103,7 @@ class RunExecutor:
         )
         if self.s.journal.has_pending(self.task.board, self.task.id, self.run.id):
             return self._report("pending", f"result kept in the journal despite: {error}")
-        return self._cooldown(f"state directory error: {error}")
+        return self._cooldown(f"state directory error: {error}", "storage")
 
     def _execute(self) -> RunReport:
         try:
@@ -141,12 +142,13 @@ class RunExecutor:
             branch = workspace.branch_name(self.task.board, self.task.id)
             handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
         continuation = ""
-        turn = max(self.state.goal_turn, 1)
+        turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
+            self.turn_begun = True
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
             classification, attempt = self._attempt(route, prompt, worktree, turn)
-            accepted, verdict = self._judge(task_context, attempt)
+            accepted, verdict = self._judge(task_context, attempt, turn)
             decision = decide.after_attempt(
                 classification,
                 attempt.reason,
@@ -155,7 +157,7 @@ class RunExecutor:
                 verdict_reason=verdict,
                 turn=turn,
                 goal_turns=self.task.goal_turns,
-                time_left=time.monotonic() < self.deadline,
+                time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
                 fell_back=self.fell_back,
             )
             log.info(
@@ -169,11 +171,17 @@ class RunExecutor:
                 decision.reason,
             )
             if decision.step is decide.Step.CONTINUE:
-                self._note(f"goal turn {turn + 1}: turn {turn} not accepted ({decision.reason})")
+                self.state.reject(decision.reason)
                 turn += 1
-                handoff, continuation = (
-                    "",
-                    f"Your previous answer was not accepted: {decision.reason}",
+                self._note(
+                    f"goal turn {turn}/{self.task.goal_turns}: turn {turn - 1} not accepted "
+                    f"({decision.reason})"
+                )
+                route = self._reroute(task_context, route, decision.reason)
+                handoff = self._handoff_for(route.provider, worktree, attempt.tail)
+                continuation = (
+                    f"Your previous answer was not accepted: {decision.reason}\n"
+                    "Reinspect the workspace, finish the outstanding work and answer again."
                 )
                 continue
             if decision.step is decide.Step.FALLBACK:
@@ -190,9 +198,28 @@ class RunExecutor:
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
                 continue
-            return self._conclude(decision, attempt, route)
+            return self._conclude(decision, attempt, route, classification)
 
-    def _conclude(self, decision: decide.Decision, attempt: Attempt, route: Route) -> RunReport:
+    def _reroute(self, task_context: str, current: Route, rejection: str) -> Route:
+        """Each goal turn is routed afresh, with the rejection and fresh provider health,
+        so a turn that needs a stronger model or another provider gets it; a router that
+        cannot answer now leaves the turn on the route it had."""
+        context = (
+            f"{task_context}\n\nThe previous turn was not accepted: {rejection}\n"
+            "Choose a route that can finish and verify the remaining work."
+        )
+        try:
+            return self._route(context)
+        except RoutingError as error:
+            self._note(
+                f"goal turn stays on {current.provider}/{current.model}: "
+                f"routing failed: {redact.text(str(error))}"
+            )
+            return current
+
+    def _conclude(
+        self, decision: decide.Decision, attempt: Attempt, route: Route, classification: str
+    ) -> RunReport:
         step = decision.step
         if step is decide.Step.ACCEPT:
             assert attempt.structured is not None
@@ -202,11 +229,13 @@ class RunExecutor:
         if step is decide.Step.ABANDON:
             return self._report("abandon", decision.reason, route.provider)
         if step is decide.Step.COOLDOWN:
-            return self._cooldown(decision.reason)
+            return self._cooldown(decision.reason, classification)
         if step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
         assert decision.outcome is not None
+        self.state.progressed()
+        self._save_state_if_possible()
         self._guarded(
             self.board.reclaim,
             self.run.id,
@@ -228,7 +257,7 @@ class RunExecutor:
             decision.step.value,
         )
         if decision.step is decide.Step.COOLDOWN:
-            return self._cooldown(decision.reason)
+            return self._cooldown(decision.reason, "routing")
         if decision.step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
@@ -452,7 +481,7 @@ class RunExecutor:
             self.s.activity.heartbeat(self.run.id)
         return renewed
 
-    def _judge(self, task_context: str, attempt: Attempt) -> tuple[bool, str]:
+    def _judge(self, task_context: str, attempt: Attempt, turn: int) -> tuple[bool, str]:
         """Every completed answer passes the structural check (no blockers, a summary that
         claims no unfinished work); in goal mode the configured judge has the last word."""
         result = attempt.structured
@@ -462,11 +491,22 @@ class RunExecutor:
         if not verdict.accepted or self.task.goal_turns <= 1:
             return verdict.accepted, verdict.reason
         try:
-            verdict = self.s.judge.judge(task_context, result)
+            verdict = self.s.judge.judge(self._judge_context(task_context, turn), result)
         except RoutingError as error:
             log.warning("judge unavailable (%s); falling back to the structural judge", error)
             verdict = structural_verdict(result)
         return verdict.accepted, verdict.reason
+
+    def _judge_context(self, task_context: str, turn: int) -> str:
+        """What the judge reads: the task, and where the goal stands (turn and rejections)."""
+        rejections = self.state.goal_rejections
+        if turn <= 1 and not rejections:
+            return task_context
+        earlier = "\n".join(f"- {reason}" for reason in rejections) or "- (none recorded)"
+        return (
+            f"{task_context}\n\n## Goal so far\nThis is turn {turn} of at most "
+            f"{self.task.goal_turns}. Earlier turns were not accepted because:\n{earlier}"
+        )
 
     def _record_health(self, provider: str, attempt: Attempt) -> None:
         directory = self.s.home.provider_health
@@ -500,6 +540,10 @@ class RunExecutor:
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
         reason = redact.text(reason)  # run reasons are shown to anyone who can read the board
+        # A person takes over: after an unblock the goal and the cycle count start anew.
+        self.state.progressed()
+        self.state.restart_goal()
+        self._save_state_if_possible()
         metrics.BLOCKS.labels(kind.value).inc()
         self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
         return self._report("block", reason)
@@ -524,8 +568,20 @@ class RunExecutor:
         )
         return self._report("cooldown", reason)
 
-    def _cooldown(self, reason: str) -> RunReport:
+    def _cooldown(self, reason: str, cause: str) -> RunReport:
+        """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
+        row (``cycling``). A goal turn that could not run is not spent."""
         reason = redact.text(reason)  # a routing error may quote the router's URL
+        self.state.cooled_down(cause, reason, time.time())
+        verdict = cycling.after_cooldown(
+            self.state.cooldowns, self.state.cycles, self.s.cfg.cooldown_limit
+        )
+        if verdict.block:
+            assert verdict.kind is not None
+            return self._block(verdict.reason, verdict.kind)
+        if self.turn_begun:
+            self.state.goal_turn -= 1
+        self._save_state_if_possible()
         waits = _recent_capacity_waits(self.board.runs(self.task.id))
         seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
         self._guarded(
@@ -541,6 +597,14 @@ class RunExecutor:
     # -- helpers ----------------------------------------------------------------
     def _save_state(self) -> None:
         self.s.journal.write_documents(self.task.board, [self._state_document()])
+
+    def _save_state_if_possible(self) -> None:
+        """Save the state on the way out of a run. A failing disk loses only this update
+        (one cooldown or rejection uncounted), which is safe: the board write follows."""
+        try:
+            self._save_state()
+        except OSError as error:
+            log.warning("lane state of %s/%s not saved: %s", self.task.board, self.task.id, error)
 
     def _state_document(self) -> Document:
         return Document(f"{self.task.id}.json", self.state.to_document())

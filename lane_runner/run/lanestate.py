@@ -2,8 +2,10 @@
 
 It is what a restarted runner needs to carry a task on: the route, the provider
 that last worked on it and its session ids (so the same provider resumes and a
-different one gets a handoff), the goal turn and the attempt sequence (so no
-candidate or provider result file name is ever reused). The executor saves it
+different one gets a handoff), the goal turn and the goal judge's rejections (so a
+restarted goal carries on counting), the consecutive cooldowns (so a task cannot
+cycle unseen, see ``cycling``) and the attempt sequence (so no candidate or
+provider result file name is ever reused). The executor saves it
 through the journal's atomic write at every step that matters for resume.
 """
 
@@ -20,11 +22,14 @@ from typing import Any
 import orjson
 
 import schemas
+from journal import names as journal_names
+from lane_runner.run import cycling
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "lane-state.schema.json"
 MAX_ATTEMPTS_KEPT = 50
+MAX_REJECTIONS_KEPT = 5
 MAX_BYTES = 1 << 20
 
 
@@ -41,6 +46,9 @@ class LaneState:
     sequence: int = 0
     attempts: list[dict[str, Any]] = field(default_factory=list)
     updated_at: float = 0.0
+    goal_rejections: list[str] = field(default_factory=list)
+    cooldowns: int = 0
+    cycles: list[dict[str, Any]] = field(default_factory=list)
 
     def to_document(self) -> dict[str, Any]:
         self.updated_at = time.time()
@@ -57,6 +65,9 @@ class LaneState:
             "sequence": self.sequence,
             "attempts": self.attempts[-MAX_ATTEMPTS_KEPT:],
             "updated_at": self.updated_at,
+            "goal_rejections": self.goal_rejections[-MAX_REJECTIONS_KEPT:],
+            "cooldowns": self.cooldowns,
+            "cycles": self.cycles[-cycling.KEPT :],
         }
 
     @classmethod
@@ -73,6 +84,9 @@ class LaneState:
             sequence=document["sequence"],
             attempts=list(document["attempts"]),
             updated_at=document["updated_at"],
+            goal_rejections=list(document.get("goal_rejections", [])),
+            cooldowns=document.get("cooldowns", 0),
+            cycles=list(document.get("cycles", [])),
         )
 
     def next_sequence(self) -> int:
@@ -81,11 +95,29 @@ class LaneState:
         return self.sequence
 
     def begin_run(self, run_id: int) -> None:
-        """A new claim of the same task: sessions and sequence carry over, the goal restarts."""
+        """A new claim of the same task: sessions, sequence, goal turns and cycles carry over
+        (a restart is not a fresh start); the route is chosen again."""
         if run_id != self.run_id:
             self.run_id = run_id
-            self.goal_turn = 0
             self.route = None
+
+    def reject(self, reason: str) -> None:
+        """The goal judge turned a turn down; the latest rejections are kept for the judge."""
+        self.goal_rejections = [*self.goal_rejections, reason[:1000]][-MAX_REJECTIONS_KEPT:]
+
+    def restart_goal(self) -> None:
+        """A person takes over (the task is blocked): after an unblock, the goal starts anew."""
+        self.goal_turn = 0
+        self.goal_rejections = []
+
+    def cooled_down(self, cause: str, reason: str, at: float) -> None:
+        self.cooldowns += 1
+        self.cycles = [*self.cycles, cycling.cycle(cause, reason, at)][-cycling.KEPT :]
+
+    def progressed(self) -> None:
+        """The run ended other than in a cooldown: the cycling count starts again."""
+        self.cooldowns = 0
+        self.cycles = []
 
 
 def path_for(lanes_dir: Path, task_id: str) -> Path:
@@ -120,6 +152,21 @@ def load(lanes_dir: Path, board: str, task_id: str, run_id: int) -> LaneState:
     state = LaneState.from_document(document)
     state.begin_run(run_id)
     return state
+
+
+def cycling_tasks(lanes_root: Path) -> list[LaneState]:
+    """Every task whose latest runs ended in cooldowns, for ``status``: read-only, and a
+    state file that cannot be trusted is simply not listed (``load`` logs why)."""
+    found: list[LaneState] = []
+    for board_dir in sorted(lanes_root.iterdir()) if lanes_root.is_dir() else []:
+        for path in sorted(board_dir.glob("*.json")) if board_dir.is_dir() else []:
+            parsed = journal_names.parse(path.name)
+            if parsed.kind is not journal_names.Kind.LANE_STATE or parsed.task_id is None:
+                continue
+            state = load(board_dir, board_dir.name, parsed.task_id, 1)
+            if state.cooldowns:
+                found.append(state)
+    return found
 
 
 def _read_regular(path: Path) -> bytes:

@@ -107,3 +107,10 @@ def test_no_turns_or_time_left_blocks_for_a_person(overrides: dict[str, Any]) ->
     decision = decide(structured=result(), accepted=False, verdict_reason="TODO left", **overrides)
     assert decision.step is Step.BLOCK and decision.kind is BlockKind.NEEDS_INPUT
     assert "TODO left" in decision.reason
+
+
+def test_too_little_runtime_for_another_turn_says_so() -> None:
+    decision = decide(
+        structured=result("incomplete", "half"), accepted=False, goal_turns=3, time_left=False
+    )
+    assert decision.step is Step.BLOCK and "too little runtime left" in decision.reason

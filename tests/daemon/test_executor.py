@@ -254,3 +254,92 @@ def test_the_worker_prompt_carries_the_operating_rules() -> None:
     for rule in ("inspect", "did not make", "run the tests", "force-push", "hard-reset",
                  "clean untracked", "never call partial work completed"):
         assert rule in prompt, rule
+
+
+def wait_for_cooldown(lane: Lane, task_id: str) -> None:
+    waiting = lane.board.get_task(task_id)
+    assert waiting.status is Status.READY and waiting.next_attempt_at is not None
+    time.sleep(max(0.0, waiting.next_attempt_at - time.time()) + 0.05)
+
+
+def test_a_task_cooling_down_again_and_again_is_blocked_with_its_history(
+    services: Services, lane: Lane
+) -> None:
+    """Capacity waits are not failures, but they do not go on forever."""
+    services.cfg = services.cfg.replace(cooldown_limit=3)
+    lane.set_capacity({"codex": "capacity", "claude": "capacity"})
+    task = lane.add("no capacity anywhere")
+    for _ in range(2):
+        assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+        wait_for_cooldown(lane, task.id)
+    assert RunExecutor(services, claim(services, lane)).execute().step == "block"
+    blocked = lane.board.get_task(task.id)
+    assert blocked.status is Status.BLOCKED and blocked.block_kind.value == "transient"
+    assert "3 times in a row" in (blocked.block_reason or "")
+    assert "3 x capacity" in (blocked.block_reason or "") and blocked.failure_count == 0
+    state = json.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_text())
+    assert state["cooldowns"] == 0  # an unblock gives the task a fresh count
+
+
+def test_progress_between_cooldowns_restarts_the_count(services: Services, lane: Lane) -> None:
+    services.cfg = services.cfg.replace(cooldown_limit=2)
+    lane.set_capacity({"codex": "capacity", "claude": "capacity"})
+    task = lane.add("capacity comes and goes", body="[sim:crash]")
+    assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+    wait_for_cooldown(lane, task.id)
+    lane.set_capacity({})
+    assert RunExecutor(services, claim(services, lane)).execute().step == "retry"  # a crash
+    lane.set_capacity({"codex": "capacity", "claude": "capacity"})
+    assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+
+
+class RecordingJudge:
+    """The goal judge's seat, taken to see what it is told (the router judge is HTTP)."""
+
+    def __init__(self) -> None:
+        self.contexts: list[str] = []
+
+    def judge(self, context: str, result: dict) -> object:
+        from lane_runner.router.verdict import Verdict
+
+        self.contexts.append(context)
+        return Verdict(True, "looks finished")
+
+
+def test_a_restarted_goal_carries_on_counting_and_the_judge_sees_the_history(
+    services: Services, lane: Lane
+) -> None:
+    from journal import Document
+    from lane_runner.run import lanestate
+
+    judge = RecordingJudge()
+    services.judge = judge  # type: ignore[assignment]
+    task = lane.add("goal, restarted", goal_turns=5)
+    before = lanestate.LaneState(BOARD, task.id, 99, goal_turn=2)
+    before.reject("the tests were not run")
+    services.journal.write_documents(BOARD, [Document(f"{task.id}.json", before.to_document())])
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    state = json.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_text())
+    assert [a["turn"] for a in state["attempts"]] == [3]
+    [context] = judge.contexts
+    assert "turn 3 of at most 5" in context and "the tests were not run" in context
+
+
+def test_no_new_goal_turn_with_less_than_the_margin_left(services: Services, lane: Lane) -> None:
+    task = lane.add("short run", body="[sim:incomplete]", goal_turns=3, max_runtime=200)
+    assert services.cfg.goal_margin == 300
+    assert RunExecutor(services, claim(services, lane)).execute().step == "block"
+    blocked = lane.board.get_task(task.id)
+    assert "after 1 turn(s), with too little runtime left" in (blocked.block_reason or "")
+
+
+def test_every_goal_turn_is_routed_again_and_rejections_are_kept(
+    services: Services, lane: Lane
+) -> None:
+    task = lane.add("three turns", body="[sim:goal:3]", goal_turns=3)
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    notes = [c.body for c in lane.board.comments(task.id)]
+    assert len([n for n in notes if n.startswith("route: ")]) == 3
+    assert any(n.startswith("goal turn 3/3: turn 2 not accepted") for n in notes)
+    state = json.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_text())
+    assert len(state["goal_rejections"]) == 2 and "remaining work" in state["goal_rejections"][0]

@@ -23,15 +23,39 @@ def test_round_trip_keeps_sessions_and_sequence(tmp_path: Path) -> None:
     assert (loaded.sessions, loaded.sequence, loaded.goal_turn) == ({"codex": "thread-1"}, 1, 2)
 
 
-def test_a_new_run_keeps_sessions_and_sequence_but_restarts_the_goal(tmp_path: Path) -> None:
+def test_a_new_run_keeps_sessions_sequence_goal_and_cycles(tmp_path: Path) -> None:
+    """A restart is not a fresh start: the goal's turn count and rejections carry over."""
     state = lanestate.LaneState("b", "t1", 3, sessions={"claude": "s"}, goal_turn=2, sequence=5)
+    state.reject("TODO left")
+    state.cooled_down("capacity", "usage limit", 1.0)
     save(tmp_path, state)
     loaded = lanestate.load(tmp_path, "b", "t1", 4)
     assert (loaded.run_id, loaded.sessions, loaded.sequence, loaded.goal_turn) == (
         4,
         {"claude": "s"},
         5,
+        2,
+    )
+    assert loaded.goal_rejections == ["TODO left"] and loaded.cooldowns == 1
+    assert loaded.cycles[0]["cause"] == "capacity" and loaded.route is None
+
+
+def test_rejections_and_cycles_are_bounded_and_cleared(tmp_path: Path) -> None:
+    state = lanestate.LaneState("b", "t1", 3)
+    for n in range(40):
+        state.reject(f"r{n}")
+        state.cooled_down("stalled", f"s{n}", float(n))
+    save(tmp_path, state)
+    loaded = lanestate.load(tmp_path, "b", "t1", 3)
+    assert loaded.goal_rejections[-1] == "r39" and len(loaded.goal_rejections) == 5
+    assert loaded.cooldowns == 40 and len(loaded.cycles) == 10
+    loaded.progressed()
+    loaded.restart_goal()
+    assert (loaded.cooldowns, loaded.cycles, loaded.goal_turn, loaded.goal_rejections) == (
         0,
+        [],
+        0,
+        [],
     )
 
 

@@ -185,3 +185,19 @@ def test_logs_follow_prints_appended_lines(lane: Lane) -> None:
 def test_unknown_task_log_is_a_usage_error(lane: Lane) -> None:
     done = lane.cli("logs", "nope")
     assert done.returncode == 2 and "no log for task" in done.stderr
+
+
+def test_status_shows_tasks_that_keep_cooling_down(lane: Lane) -> None:
+    lane.set_capacity({"codex": "capacity", "claude": "capacity"})
+    lane.start()
+    task = lane.add("nowhere to run")
+
+    def cycling() -> list[dict]:  # type: ignore[type-arg]
+        return json_of(lane.cli("status", "--json"))["cycling"]
+
+    lane.wait(lambda: bool(cycling()), what="status listing the cycling task")
+    [entry] = cycling()
+    assert (entry["board"], entry["task_id"], entry["last_cause"]) == (BOARD, task.id, "capacity")
+    assert entry["cooldowns"] >= 1
+    shown = lane.cli("status").stdout
+    assert "cycling (blocked at 24 in a row)" in shown and task.id in shown

@@ -23,6 +23,7 @@ from lane_runner.cli.output import duration, print_json, print_table, timestamp
 from lane_runner.config import Config
 from lane_runner.home import Home
 from lane_runner.router import health
+from lane_runner.run import lanestate
 from lane_runner.service import lock, pause, status
 
 
@@ -51,6 +52,21 @@ def _pending(home: Home) -> list[dict[str, Any]]:
         {"board": e.board, "task_id": e.task_id, "run_id": e.run_id, "state": e.kind}
         for e in Journal(home.lanes).entries()
         if e.kind in inspection.UNFINISHED
+    ]
+
+
+def _cycling(home: Home) -> list[dict[str, Any]]:
+    """Tasks going round ready -> cooldown: how many times in a row, since when, why."""
+    return [
+        {
+            "board": state.board,
+            "task_id": state.task_id,
+            "cooldowns": state.cooldowns,
+            "since": state.cycles[0]["at"] if state.cycles else None,
+            "last_cause": state.cycles[-1]["cause"] if state.cycles else None,
+            "last_reason": state.cycles[-1]["reason"] if state.cycles else None,
+        }
+        for state in lanestate.cycling_tasks(home.lanes)
     ]
 
 
@@ -91,6 +107,8 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         ],
         "boards": _board_counts(cfg),
         "pending_finalizations": _pending(home),
+        "cycling": _cycling(home),
+        "cooldown_limit": cfg.cooldown_limit,
     }
 
 
@@ -218,3 +236,21 @@ def _print(document: dict[str, Any], now: float) -> None:
         )
     else:
         print("no finalizations pending")
+    cycling = document["cycling"]
+    if cycling:
+        print()
+        print(f"{len(cycling)} task(s) cycling (blocked at {document['cooldown_limit']} in a row):")
+        print_table(
+            ("board", "task", "cooldowns", "since", "last cause", "last reason"),
+            [
+                (
+                    c["board"],
+                    c["task_id"],
+                    c["cooldowns"],
+                    _ago(now, c["since"]),
+                    c["last_cause"],
+                    c["last_reason"],
+                )
+                for c in cycling
+            ],
+        )
