@@ -136,6 +136,15 @@ def _assignee(value: Any) -> str:
     return text
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of board slugs: a TOML array, or ``a,b`` from the environment."""
+    items = value if isinstance(value, list) else _text(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if len(set(names)) != len(names):
+        raise ValueError("expected distinct board names")
+    return names
+
+
 def _effort(value: Any) -> str:
     text = _text(value).strip()
     if text not in EFFORTS:
@@ -194,7 +203,13 @@ KEYS: tuple[Key, ...] = (
         "board_url",
         _optional_text,
         None,
-        "postgresql://... for a shared board; empty: embedded SQLite",
+        "postgresql://... for a shared board, hermes:// for a Hermes home; empty: embedded SQLite",
+    ),
+    Key(
+        "hermes_boards",
+        _names,
+        (),
+        "with a hermes:// board_url: the Hermes boards to serve; empty: all non-archived ones",
     ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
     Key("max_running_codex", _integer(0, 64), 0, "runs codex may hold at once; 0: no cap"),
@@ -317,7 +332,7 @@ KEYS_BY_NAME = {key.name: key for key in KEYS}
 #: Keys a running daemon reads once, at start: the board store and its failure limit,
 #: the worker user its home was opened for, the metrics listener. A reload (SIGHUP)
 #: keeps their running values and says so; every other key takes effect at once.
-RESTART_KEYS = ("board_url", "failure_limit", "worker_user", "metrics_port")
+RESTART_KEYS = ("board_url", "hermes_boards", "failure_limit", "worker_user", "metrics_port")
 
 
 @dataclass(frozen=True)

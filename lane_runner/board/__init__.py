@@ -10,6 +10,7 @@ from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+HERMES_SCHEME = "hermes://"
 
 
 def open_store(cfg: Config) -> Store:
@@ -20,10 +21,15 @@ def open_store(cfg: Config) -> Store:
         return SqliteStore(
             Home(cfg.home).boards, failure_limit=cfg.failure_limit, wait_budget=budget
         )
+    if url.startswith(HERMES_SCHEME):
+        # Imported here: hermes-agent is an optional extra.
+        from lane_runner.board.hermes import HermesStore
+
+        return HermesStore(url, failure_limit=cfg.failure_limit, boards=cfg.hermes_boards)
     if not url.startswith(POSTGRES_SCHEMES):
         raise UsageError(
-            "board_url must start with postgresql:// (a shared PostgreSQL board); "
-            "unset it to use the embedded board"
+            "board_url must start with postgresql:// (a shared PostgreSQL board) or "
+            "hermes:// (a Hermes Agent home); unset it to use the embedded board"
         )
     try:
         # Imported here: psycopg is an optional extra that SQLite users never install.

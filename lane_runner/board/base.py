@@ -10,7 +10,8 @@ backend to it. ``board/sql.py`` implements it once for the SQL backends.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from lane_runner.board.model import (
     BlockKind,
@@ -37,6 +38,10 @@ class BoardUnavailable(BoardError):
     Callers skip this board and keep working on the others; the journal treats a
     commit that raised this as ``pending``.
     """
+
+
+class WorkspaceUnusable(BoardError):
+    """A hosted board's workspace for the task cannot be made; the task is blocked."""
 
 
 class Board(Protocol):
@@ -134,7 +139,11 @@ class Board(Protocol):
         """
 
     def complete(
-        self, run_id: int, result: dict[str, Any], summary: str
+        self,
+        run_id: int,
+        result: dict[str, Any],
+        summary: str,
+        metadata: dict[str, Any] | None = None,
     ) -> CompleteOutcome:
         """Record the run's result: the task becomes ``done`` and its waiting children ready.
 
@@ -146,7 +155,9 @@ class Board(Protocol):
         written) otherwise, unknown run ids included. On success: failure count
         and block cleared, appends ``completed`` or ``replayed``, then
         ``promoted`` for each child whose parents are now all done, in task id
-        order. Never raises for a run it does not know.
+        order. Never raises for a run it does not know. ``metadata`` is the
+        journal record's (route, sessions, ``journal_digest``): a hosted board
+        keeps it with the completion, the embedded boards leave it in the journal.
         """
 
     def block(
@@ -184,6 +195,20 @@ class Board(Protocol):
 
     def close(self) -> None:
         """Release this board's own connections (a SQLite file's); the store stays usable."""
+
+
+@runtime_checkable
+class HostedBoard(Protocol):
+    """A board another system owns (Hermes): it says what the worker reads and where it works.
+
+    The executor asks it instead of building the context and the git worktree
+    itself. ``complete`` on such a board also keeps the journal record's
+    ``metadata`` (route, sessions, ``journal_digest``), which the embedded
+    boards leave in the journal.
+    """
+
+    def worker_context(self, task_id: str) -> str: ...
+    def prepare_workspace(self, task_id: str) -> Path: ...
 
 
 class Store(Protocol):

@@ -28,10 +28,12 @@ FALLBACK_SLEEP = 0.02
 
 
 class DirectoryWatch:
-    def __init__(self, directory: Path) -> None:
+    """One inotify descriptor watching ``directory`` and any ``more`` directories."""
+
+    def __init__(self, directory: Path, *more: Path) -> None:
         self._fd: int | None = None
         try:
-            self._fd = _watch(directory)
+            self._fd = _watch(directory, *more)
         except OSError as error:
             # Safe: the store still sees every change, only by polling every 20 ms.
             log.warning(
@@ -62,14 +64,15 @@ class DirectoryWatch:
             self._fd = None
 
 
-def _watch(directory: Path) -> int:
+def _watch(*directories: Path) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     fd: int = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
     if fd < 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     mask = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE
-    if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
-        errno = ctypes.get_errno()
-        os.close(fd)
-        raise OSError(errno, os.strerror(errno), str(directory))
+    for directory in directories:
+        if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
+            errno = ctypes.get_errno()
+            os.close(fd)
+            raise OSError(errno, os.strerror(errno), str(directory))
     return fd

@@ -507,7 +507,13 @@ class SqlBoard:
 
         return self._write(work)
 
-    def complete(self, run_id: int, result: dict[str, Any], summary: str) -> CompleteOutcome:
+    def complete(
+        self,
+        run_id: int,
+        result: dict[str, Any],
+        summary: str,
+        metadata: dict[str, Any] | None = None,  # kept in the journal, not on this board
+    ) -> CompleteOutcome:
         def work(connection: Connection) -> CompleteOutcome:
             run = self._q(
                 connection, "SELECT task_id FROM runs WHERE board = :board AND id = :id", id=run_id

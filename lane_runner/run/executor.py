@@ -19,7 +19,7 @@ from typing import Any
 from journal import Document, FinalizeOutcome
 from lane_runner import redact
 from lane_runner.board import rules
-from lane_runner.board.base import Board, BoardUnavailable
+from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
 from lane_runner.errors import NotFound
 from lane_runner.providers import (
@@ -107,17 +107,10 @@ class RunExecutor:
 
     def _execute(self) -> RunReport:
         try:
-            prepared = workspace.prepare(
-                self.task.workspace,
-                self.s.home.worktree(self.task.board, self.task.id),
-                workspace.branch_name(self.task.board, self.task.id),
-                owner=self.s.cfg.worker_user,
-                run=self.run.id,
-                is_current=self._run_is_current,
-            )
+            prepared = self._workspace()
         except workspace.WorkspaceBusy as error:
             return self._wait_for_workspace(str(error))
-        except workspace.WorkspaceError as error:
+        except (workspace.WorkspaceError, WorkspaceUnusable) as error:
             return self._block(str(error), BlockKind.CAPABILITY)
         self.worktree = prepared.path
         if prepared.taken_over_from is not None:
@@ -264,7 +257,22 @@ class RunExecutor:
         return self._report(decision.step.value, redact.text(decision.reason))
 
     # -- steps ------------------------------------------------------------------
+    def _workspace(self) -> workspace.Workspace:
+        """The hosting board's workspace for the task (Hermes's kinds), else our git worktree."""
+        if isinstance(self.board, HostedBoard):
+            return workspace.Workspace(self.board.prepare_workspace(self.task.id))
+        return workspace.prepare(
+            self.task.workspace,
+            self.s.home.worktree(self.task.board, self.task.id),
+            workspace.branch_name(self.task.board, self.task.id),
+            owner=self.s.cfg.worker_user,
+            run=self.run.id,
+            is_current=self._run_is_current,
+        )
+
     def _context(self) -> str:
+        if isinstance(self.board, HostedBoard):
+            return self.board.worker_context(self.task.id)
         parents = [self.board.get_task(parent) for parent in self.task.parents]
         return contexts.task_context(self.task, parents, self.board.comments(self.task.id))
 
@@ -524,6 +532,7 @@ class RunExecutor:
             "model": route.model,
             "effort": route.effort,
             "goal_turn": self.state.goal_turn,
+            "sessions": dict(self.state.sessions),
         }
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata

@@ -55,7 +55,10 @@ class Services:
         """The journal's board-commit callback: the exact-run completion on the record's board."""
         try:
             outcome = self.store.board(record.board).complete(
-                record.run_id, record.result, record.summary
+                record.run_id,
+                record.result,
+                record.summary,
+                {**record.metadata, "journal_digest": record.digest},
             )
         except BoardUnavailable as error:
             log.warning("board %s unavailable; finalization waits: %s", record.board, error)

@@ -1,0 +1,400 @@
+"""The board contract (docs/ARCHITECTURE.md §5) where it applies to a Hermes board.
+
+Homes come from ``hermes kanban init``; tasks from Hermes's own ``create_task``
+(what ``hermes kanban create`` calls) or its CLI. What the contract says about
+adding, unblocking and archiving tasks does not apply: Hermes owns its tasks,
+and lane-runner refuses those commands there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.hermes import HermesBoard, HermesStore
+from lane_runner.board.model import BlockKind, CompleteOutcome, NewTask, Outcome, Status
+from lane_runner.errors import NotFound, UsageError
+from tests.hermes.conftest import HermesHome
+
+NODE = "node-a"
+RESULT = {
+    "status": "completed",
+    "summary": "ok",
+    "changed_files": ["a.py"],
+    "tests_run": ["pytest"],
+    "artifacts": [],
+    "findings": ["a finding"],
+    "blockers": [],
+}
+
+
+def add(store: HermesStore, title: str, board: str = "default", **fields: Any) -> str:
+    """A task made by Hermes's own ``create_task``, the call behind ``hermes kanban create``."""
+    from hermes_cli import kanban_db
+
+    with kanban_db.scoped_current_board(board):
+        connection = kanban_db.connect(db_path=store.board(board).path)
+        try:
+            return str(kanban_db.create_task(connection, title=title, **fields))
+        finally:
+            connection.close()
+
+
+def hermes(store: HermesStore, sql: str, *parameters: Any) -> list[sqlite3.Row]:
+    connection = sqlite3.connect(store.board("default").path)
+    connection.row_factory = sqlite3.Row
+    try:
+        return connection.execute(sql, parameters).fetchall()
+    finally:
+        connection.close()
+
+
+def board(store: HermesStore) -> HermesBoard:
+    return store.board("default")
+
+
+# -- the home and its boards -------------------------------------------------------
+
+
+def test_serves_every_live_board_or_the_configured_ones(
+    hermes_home: HermesHome, hermes_store: HermesStore
+) -> None:
+    assert hermes_store.board_slugs() == ["default"]
+    hermes_home.hermes("boards", "create", "other")
+    hermes_home.hermes("boards", "create", "old")
+    hermes_home.hermes("boards", "rm", "old")  # Hermes archives it
+    assert hermes_store.board_slugs() == ["default", "other"]
+    only = HermesStore(f"hermes://{hermes_home.path}", boards=("other", "nope"))
+    assert only.board_slugs() == ["other"]
+    with pytest.raises(NotFound, match="hermes kanban boards list"):
+        only.board("default")
+
+
+def test_task_commands_are_read_only(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    for attempt in (
+        lambda: board(hermes_store).add_task(NewTask(title="x")),
+        lambda: board(hermes_store).unblock(task_id),
+        lambda: board(hermes_store).archive(task_id),
+        lambda: hermes_store.create_board("new"),
+    ):
+        with pytest.raises(UsageError, match="Hermes owns its tasks. Use 'hermes kanban"):
+            attempt()
+    assert board(hermes_store).get_task(task_id).status is Status.READY
+
+
+# -- claims ------------------------------------------------------------------------
+
+
+def test_claims_cli_lanes_by_priority_and_never_a_profiles_task(
+    hermes_store: HermesStore,
+) -> None:
+    profile = add(hermes_store, "for a Hermes profile", assignee="default", priority=9)
+    low = add(hermes_store, "low", assignee="cli-codex-low", priority=1)
+    high = add(hermes_store, "high", assignee="cli-claude-high", priority=5)
+    unassigned = add(hermes_store, "unassigned")
+    b = board(hermes_store)
+    assert b.claim(NODE, 60, "") is not None and b.claim(NODE, 60, "") is not None
+    assert b.claim(NODE, 60, "") is None  # unassigned stays Hermes's without a default
+    claimed = b.claim(NODE, 60, "cli-auto")
+    assert claimed is not None and (claimed.task.id, claimed.task.assignee) == (
+        unassigned,
+        "cli-auto",
+    )
+    runs = hermes(hermes_store, "SELECT task_id FROM task_runs ORDER BY id")
+    assert [r["task_id"] for r in runs] == [high, low, unassigned]
+    untouched = hermes(hermes_store, "SELECT * FROM tasks WHERE id = ?", profile)[0]
+    assert (untouched["status"], untouched["claim_lock"]) == ("ready", None)
+    kinds = hermes(hermes_store, "SELECT kind FROM task_events WHERE task_id = ?", profile)
+    assert [k["kind"] for k in kinds] == ["created"]
+
+
+def test_a_claim_is_a_hermes_run_with_a_lease(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-codex-medium", max_runtime_seconds=90)
+    before = time.time()
+    claimed = board(hermes_store).claim(NODE, 60, "")
+    assert claimed is not None
+    run, task = claimed.run, claimed.task
+    assert (task.status, task.current_run_id, task.max_runtime) == (Status.RUNNING, run.id, 90)
+    assert run.node == NODE and run.lease_expires_at >= int(before) + 60
+    row = hermes(hermes_store, "SELECT * FROM tasks WHERE id = ?", task_id)[0]
+    assert row["status"] == "running" and row["claim_lock"].startswith(f"lane-runner:{NODE}:")
+    assert board(hermes_store).running_runs(NODE) == [board(hermes_store).get_run(run.id)]
+
+
+def test_a_live_lease_survives_hermes_and_a_dead_one_is_hermes_to_release(
+    hermes_store: HermesStore,
+) -> None:
+    from hermes_cli import kanban_db
+
+    add(hermes_store, "live", assignee="cli-auto")
+    add(hermes_store, "dead", assignee="cli-auto")
+    b = board(hermes_store)
+    live = b.claim(NODE, 3600, "")
+    dead = b.claim(NODE, 1, "")
+    assert live is not None and dead is not None
+    time.sleep(2.1)  # the dead runner's one-second lease runs out
+    assert b.heartbeat(live.run.id, 3600)
+    assert [r.id for r in b.expired_runs()] == [dead.run.id]
+    connection = kanban_db.connect(db_path=b.path)
+    try:
+        assert kanban_db.release_stale_claims(connection) == 1  # Hermes's own sweep
+    finally:
+        connection.close()
+    assert b.get_task(live.task.id).status is Status.RUNNING
+    assert b.heartbeat(live.run.id, 3600)
+    assert not b.heartbeat(dead.run.id, 60)
+    assert b.complete(dead.run.id, RESULT, "late") is CompleteOutcome.STALE
+    beats = hermes(
+        hermes_store, "SELECT last_heartbeat_at FROM task_runs WHERE id = ?", live.run.id
+    )
+    assert beats[0][0] is not None
+
+
+def test_a_child_is_claimed_only_once_hermes_says_its_parent_is_done(
+    hermes_store: HermesStore,
+) -> None:
+    parent = add(hermes_store, "parent", assignee="cli-codex-low")
+    child = add(hermes_store, "child", assignee="cli-auto", parents=[parent], priority=9)
+    b = board(hermes_store)
+    assert b.get_task(child).parents == (parent,) and b.get_task(child).status is Status.TODO
+    first = b.claim(NODE, 60, "")
+    assert first is not None and first.task.id == parent
+    assert b.claim(NODE, 60, "") is None
+    assert b.complete(first.run.id, RESULT, "done") is CompleteOutcome.COMPLETED
+    second = b.claim(NODE, 60, "")
+    assert second is not None and second.task.id == child
+
+
+# -- results -----------------------------------------------------------------------
+
+
+def test_complete_then_duplicate_then_stale_by_run_and_digest(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    metadata = {"provider": "codex", "sessions": {"codex": "th-1"}, "journal_digest": "d1"}
+    assert b.complete(claimed.run.id, RESULT, "ok", metadata) is CompleteOutcome.COMPLETED
+    assert b.complete(claimed.run.id, RESULT, "ok", metadata) is CompleteOutcome.DUPLICATE
+    other = {**metadata, "journal_digest": "d2"}
+    assert b.complete(claimed.run.id, RESULT, "ok", other) is CompleteOutcome.STALE
+    assert b.complete(claimed.run.id + 1, RESULT, "ok", metadata) is CompleteOutcome.STALE
+    task = b.get_task(task_id)
+    assert (task.status, task.completed_run_id, task.summary, task.result) == (
+        Status.DONE,
+        claimed.run.id,
+        "ok",
+        RESULT,
+    )
+    run = hermes(hermes_store, "SELECT * FROM task_runs WHERE task_id = ?", task_id)
+    assert [(r["outcome"], r["summary"]) for r in run] == [("completed", "ok")]
+    stored = json.loads(run[0]["metadata"])
+    assert stored["changed_files"] == ["a.py"] and stored["findings"] == ["a finding"]
+    assert stored["lane_runner"] == {
+        "provider": "codex",
+        "sessions": {"codex": "th-1"},
+        "run_id": claimed.run.id,
+        "journal_digest": "d1",
+    }
+
+
+def test_no_completion_for_a_run_that_is_no_longer_current(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    old = b.claim(NODE, 60, "")
+    assert old is not None
+    assert b.reclaim(old.run.id, "restart", Outcome.RECLAIMED)
+    new = b.claim(NODE, 60, "")
+    assert new is not None and new.run.id != old.run.id
+    assert not b.reclaim(old.run.id, "again", Outcome.RECLAIMED)
+    assert not b.block(old.run.id, "no", BlockKind.CAPABILITY)
+    assert not b.heartbeat(old.run.id, 60)
+    assert b.complete(old.run.id, RESULT, "old") is CompleteOutcome.STALE
+    assert b.get_task(task_id).current_run_id == new.run.id
+
+
+@pytest.mark.parametrize(
+    ("kind", "hermes_kind"),
+    [
+        (BlockKind.NEEDS_INPUT, "needs_input"),
+        (BlockKind.CAPABILITY, "capability"),
+        (BlockKind.GAVE_UP, None),
+    ],
+)
+def test_block_keeps_the_workers_words_and_kind(
+    hermes_store: HermesStore, kind: BlockKind, hermes_kind: str | None
+) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    assert b.block(claimed.run.id, "needs the API key", kind, count_failure=False)
+    row = hermes(hermes_store, "SELECT status, block_kind FROM tasks WHERE id = ?", task_id)[0]
+    assert (row["status"], row["block_kind"]) == ("blocked", hermes_kind)
+    task = b.get_task(task_id)
+    assert (task.status, task.block_reason) == (Status.BLOCKED, "needs the API key")
+    assert b.runs(task_id)[0].outcome is Outcome.BLOCKED
+    assert not b.heartbeat(claimed.run.id, 60)
+
+
+def test_reclaim_with_cooldown_waits_before_the_next_claim(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    assert b.reclaim(claimed.run.id, "capacity: busy", Outcome.RECLAIMED, cooldown=3600)
+    task = b.get_task(task_id)
+    assert task.status is Status.READY and task.next_attempt_at is not None
+    assert task.next_attempt_at > time.time() + 3000
+    assert b.claim(NODE, 60, "") is None
+    (row,) = hermes(
+        hermes_store, "SELECT status, outcome FROM task_runs WHERE task_id = ?", task_id
+    )
+    assert tuple(row) == ("reclaimed", "reclaimed")
+
+
+def test_counted_failures_give_up_at_the_tasks_max_retries(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto", max_retries=2)
+    b = board(hermes_store)
+    for _ in range(2):
+        claimed = b.claim(NODE, 60, "")
+        assert claimed is not None
+        assert b.reclaim(claimed.run.id, "crashed", Outcome.FAILED, count_failure=True)
+    task = b.get_task(task_id)
+    assert (task.status, task.block_kind, task.failure_count) == (
+        Status.BLOCKED,
+        BlockKind.GAVE_UP,
+        2,
+    )
+    assert "gave up after 2 failures" in (task.block_reason or "")
+    kinds = [e.kind for e in b.events(task_id)]
+    assert kinds.count("reclaimed") == 1 and kinds[-1] == "gave_up"
+
+
+def test_open_runs_are_only_the_cli_lanes(hermes_store: HermesStore) -> None:
+    from hermes_cli import kanban_db
+
+    profile = add(hermes_store, "p", assignee="default")
+    add(hermes_store, "ours", assignee="cli-auto")
+    b = board(hermes_store)
+    connection = kanban_db.connect(db_path=b.path)
+    try:  # Hermes's own dispatcher claims its profile's task
+        assert kanban_db.claim_task(connection, profile, ttl_seconds=1, claimer="host:1")
+    finally:
+        connection.close()
+    ours = b.claim(NODE, 1, "")
+    assert ours is not None
+    time.sleep(2.1)
+    assert [r.id for r in b.running_runs()] == [ours.run.id]
+    assert [r.id for r in b.expired_runs()] == [ours.run.id]
+
+
+# -- what Hermes gives the worker ---------------------------------------------------
+
+
+def test_workspaces_of_each_kind_are_made_and_written_back(
+    hermes_home: HermesHome, hermes_store: HermesStore, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args], cwd=repo, check=True
+        )
+    folder = tmp_path / "folder"
+    ids = {
+        "dir": hermes_home.create("d", "--assignee", "cli-auto", "--workspace", f"dir:{folder}"),
+        "worktree": hermes_home.create(
+            "w",
+            "--assignee",
+            "cli-auto",
+            "--workspace",
+            f"worktree:{repo}",
+            "--goal",
+            "--goal-max-turns",
+            "3",
+        ),
+        "scratch": hermes_home.create("s", "--assignee", "cli-auto"),
+    }
+    b = board(hermes_store)
+    assert b.prepare_workspace(ids["dir"]) == folder and folder.is_dir()
+    worktree = b.prepare_workspace(ids["worktree"])
+    assert worktree == repo / ".worktrees" / ids["worktree"] and (worktree / ".git").exists()
+    scratch = b.prepare_workspace(ids["scratch"])
+    assert scratch.is_dir() and hermes_home.path in scratch.parents
+    rows = {r["id"]: r for r in hermes(hermes_store, "SELECT * FROM tasks")}
+    assert rows[ids["worktree"]]["workspace_path"] == str(worktree)
+    assert rows[ids["worktree"]]["branch_name"] == f"wt/{ids['worktree']}"
+    assert rows[ids["scratch"]]["workspace_path"] == str(scratch)
+    assert b.get_task(ids["worktree"]).goal_turns == 3
+    assert b.get_task(ids["dir"]).goal_turns == 1
+    context = b.worker_context(ids["worktree"])
+    assert context.startswith(f"# Kanban task {ids['worktree']}: w")
+
+
+# -- bad input ---------------------------------------------------------------------
+
+
+def test_a_path_that_is_not_a_hermes_home_is_refused_and_left_alone(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not a directory.*hermes kanban init"):
+        HermesStore(f"hermes://{tmp_path}/absent")
+    with pytest.raises(UsageError, match="not a Hermes home .no kanban.db"):
+        HermesStore(f"hermes://{tmp_path}")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UsageError, match="three slashes"):
+        HermesStore("hermes://relative/path")
+
+
+def test_a_corrupt_board_is_skipped_and_kept(
+    hermes_home: HermesHome, hermes_store: HermesStore
+) -> None:
+    hermes_home.hermes("boards", "create", "broken")
+    add(hermes_store, "fine", assignee="cli-auto")
+    database = hermes_home.path / "kanban" / "boards" / "broken" / "kanban.db"
+    database.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(BoardUnavailable, match="'broken'.*unavailable"):
+        hermes_store.board("broken").claim(NODE, 60, "")
+    assert database.read_bytes() == b"this is not a database" * 100
+    assert board(hermes_store).claim(NODE, 60, "") is not None
+
+
+def test_a_locked_board_is_unavailable_not_waited_on_for_minutes(
+    hermes_store: HermesStore,
+) -> None:
+    add(hermes_store, "t", assignee="cli-auto")
+    holder = sqlite3.connect(board(hermes_store).path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(BoardUnavailable, match="locked"):
+            board(hermes_store).claim(NODE, 60, "")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert board(hermes_store).claim(NODE, 60, "") is not None
+
+
+# -- wake-ups ----------------------------------------------------------------------
+
+
+def test_wait_for_change_wakes_on_a_hermes_cli_write_and_a_new_board(
+    hermes_home: HermesHome, hermes_store: HermesStore
+) -> None:
+    assert not hermes_store.wait_for_change(0)
+    writer = threading.Thread(target=lambda: hermes_home.create("t", "--assignee", "cli-auto"))
+    writer.start()
+    assert hermes_store.wait_for_change(60)
+    writer.join()
+    while hermes_store.wait_for_change(0.3):
+        pass  # the rest of the CLI's writes
+    hermes_home.hermes("boards", "create", "second")
+    assert hermes_store.wait_for_change(60)
+    assert "second" in hermes_store.board_slugs()

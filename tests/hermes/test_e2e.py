@@ -1,0 +1,188 @@
+"""The daemon on a Hermes board end to end: Hermes's CLI files the work, the daemon is
+SIGKILLed over and over, and Hermes's own database is the witness afterwards."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from journal import Journal
+from lane_runner.home import Home
+from lane_runner.service.leftovers import find as find_workers
+from tests.harness import FAST_CONFIG, Runner, git
+from tests.hermes.conftest import HermesHome, make_home
+
+UNFINISHED = {"pending", "prepared", "staging"}
+
+
+@dataclass
+class HermesLane(Runner):
+    """A lane-runner home whose board_url is a Hermes home made by ``hermes kanban init``."""
+
+    root: Path
+    hermes: HermesHome
+    config: dict[str, object] = field(default_factory=lambda: dict(FAST_CONFIG))
+    daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.home = Home(self.root)
+        self.home.ensure()
+        self.control = self.root / "sim-control.json"
+        self.control.write_text("{}")
+        self.write_config(board_url=f"hermes://{self.hermes.path}")
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        process = self.spawn(*args)
+        self.daemons.append(process)
+        return process
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.1)
+        log = (self.root / "daemon.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"timed out waiting for {what}\n--- daemon log ---\n{log}")
+
+    def log(self) -> str:
+        return (self.root / "daemon.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for process in self.daemons:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+
+
+@pytest.fixture
+def hermes_lane(tmp_path: Path) -> Iterator[HermesLane]:
+    lane = HermesLane(tmp_path / "runner", make_home(tmp_path / "h"))
+    yield lane
+    lane.stop_all()
+    for pid in find_workers(lane.home.node_id()):
+        subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+def repository(path: Path) -> Path:
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "README").write_text("x\n")
+    git("add", ".", cwd=path)
+    git("commit", "-qm", "init", cwd=path)
+    return path
+
+
+def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
+    hermes_lane: HermesLane, tmp_path: Path
+) -> None:
+    hermes = hermes_lane.hermes
+    repo = repository(tmp_path / "repo")
+    lanes = ["cli-auto", "cli-codex-low", "cli-claude-high", "cli-codex-medium"]
+    workspaces = [
+        ["--workspace", f"dir:{tmp_path / 'shared'}"],
+        ["--workspace", f"worktree:{repo}"],
+        [],
+    ]
+    plain = [
+        hermes.create(
+            f"task {n}",
+            "--assignee",
+            lanes[n % 4],
+            "--body",
+            "[sim:slow:0.1:15]" if n % 2 == 0 else "do it",
+            *workspaces[n % 3],
+        )
+        for n in range(12)
+    ]
+    parent = hermes.create("parent", "--assignee", "cli-codex-low", "--body", "[sim:slow:0.05:10]")
+    child = hermes.create("child", "--assignee", "cli-claude-high", "--parent", parent)
+    profile = hermes.create("for a Hermes profile", "--assignee", "default", "--priority", "9")
+    blocked = hermes.create("blocked", "--assignee", "cli-codex-high", "--body", "[sim:blocked]")
+    goal = hermes.create(
+        "goal",
+        "--assignee",
+        "cli-claude-medium",
+        "--body",
+        "[sim:goal:2]",
+        "--goal",
+        "--goal-max-turns",
+        "3",
+    )
+    done_ids = [*plain, parent, child, goal]
+
+    rng = random.Random(20261130)
+    for _ in range(5):
+        daemon = hermes_lane.start()
+        time.sleep(rng.uniform(1.5, 4.0))  # start-up takes about a second of that
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    daemon = hermes_lane.start()
+
+    def settled() -> bool:
+        with hermes.db() as db:
+            status = dict(db.execute("SELECT id, status FROM tasks").fetchall())
+        return all(status[t] == "done" for t in done_ids) and status[blocked] == "blocked"
+
+    hermes_lane.wait(settled, 300, "every task done or blocked")
+    hermes_lane.wait(lambda: hermes_lane.log().count("recovered:") == 6, 60, "the last start")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+
+    db = hermes.db()
+    for task_id in done_ids:
+        runs = db.execute(
+            "SELECT id, outcome, metadata FROM task_runs WHERE task_id = ? AND outcome = "
+            "'completed'",
+            (task_id,),
+        ).fetchall()
+        assert len(runs) == 1, task_id
+        completions = db.execute(
+            "SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'completed'", (task_id,)
+        ).fetchone()[0]
+        assert completions == 1, task_id
+        mark = json.loads(runs[0]["metadata"])["lane_runner"]
+        assert mark["run_id"] == runs[0]["id"] and len(mark["journal_digest"]) == 32
+        row = db.execute("SELECT result, status FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        assert json.loads(row["result"])["status"] == "completed"
+
+    (blocked_row,) = db.execute(
+        "SELECT t.status, r.summary FROM tasks t JOIN task_runs r ON r.task_id = t.id "
+        "WHERE t.id = ? AND r.outcome = 'blocked'",
+        (blocked,),
+    ).fetchall()
+    assert blocked_row["status"] == "blocked"
+    assert "simulated blocker: the task needs a human decision" in blocked_row["summary"]
+
+    parent_done = db.execute(
+        "SELECT MIN(id) FROM task_events WHERE task_id = ? AND kind = 'completed'", (parent,)
+    ).fetchone()[0]
+    child_claims = db.execute(
+        "SELECT id FROM task_events WHERE task_id = ? AND kind = 'claimed'", (child,)
+    ).fetchall()
+    assert child_claims and all(row[0] > parent_done for row in child_claims)
+
+    profile_row = db.execute(
+        "SELECT status, claim_lock FROM tasks WHERE id = ?", (profile,)
+    ).fetchone()
+    assert tuple(profile_row) == ("ready", None)
+    runs_of_profile = "SELECT COUNT(*) FROM task_runs WHERE task_id = ?"
+    assert db.execute(runs_of_profile, (profile,)).fetchone()[0] == 0
+
+    goal_result = json.loads(
+        db.execute("SELECT result FROM tasks WHERE id = ?", (goal,)).fetchone()[0]
+    )
+    assert "done in turn 2" in goal_result["summary"]  # the goal loop went past turn 1
+    left = [
+        e for e in Journal(hermes_lane.home.lanes).entries() if e.kind in UNFINISHED or not e.valid
+    ]
+    assert left == []
+    assert find_workers(hermes_lane.home.node_id()) == []
