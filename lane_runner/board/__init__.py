@@ -25,7 +25,9 @@ def open_store(cfg: Config) -> Store:
         # Imported here: hermes-agent is an optional extra.
         from lane_runner.board.hermes import HermesStore
 
-        return HermesStore(url, failure_limit=cfg.failure_limit, boards=cfg.hermes_boards)
+        return HermesStore(
+            url, failure_limit=cfg.failure_limit, boards=cfg.hermes_boards, wait_budget=budget
+        )
     if not url.startswith(POSTGRES_SCHEMES):
         raise UsageError(
             "board_url must start with postgresql:// (a shared PostgreSQL board) or "

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from lane_runner.board import hermes_home, rules
+from lane_runner.board import hermes_home, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.hermes_watch import HermesWatch
@@ -59,8 +59,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
-#: Hermes waits 120 s on a locked database; a runner skips the board and comes back instead.
-BUSY_TIMEOUT_MS = 5000
 AUTHOR = "lane-runner"
 READ_ONLY = (
     "lane-runner does not {what} on a Hermes board: Hermes owns its tasks. "
@@ -71,11 +69,16 @@ READ_ONLY = (
 class HermesBoard:
     """One Hermes board (one ``kanban.db``). Methods are safe to call from several threads."""
 
-    def __init__(self, slug: str, path: Path, kb: ModuleType, failure_limit: int) -> None:
+    def __init__(
+        self, slug: str, path: Path, kb: ModuleType, failure_limit: int, budget: float
+    ) -> None:
         self.slug = slug
         self.path = path
         self._kb = kb
         self._failure_limit = failure_limit
+        # Hermes waits 120 s on a locked database; a runner waits its budget
+        # (board/retry.py), then skips the board and comes back.
+        self._busy_timeout_ms = max(1, int(budget * 1000))
         self._schema_checked = False
 
     # -- storage plumbing ------------------------------------------------------
@@ -88,7 +91,7 @@ class HermesBoard:
         with self._kb.scoped_current_board(self.slug):
             connection = self._kb.connect(db_path=self.path)
             try:
-                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                connection.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
                 if not self._schema_checked:
                     self._check_schema(connection)
                 yield connection
@@ -606,8 +609,15 @@ def _completion_metadata(
 class HermesStore:
     """The boards of one Hermes home: all non-archived ones, or those ``boards`` names."""
 
-    def __init__(self, url: str, failure_limit: int = 3, boards: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        failure_limit: int = 3,
+        boards: Sequence[str] = (),
+        wait_budget: float = retry.DEFAULT_BUDGET,
+    ) -> None:
         self._kb = hermes_home.kanban()
+        self._budget = wait_budget
         self.home = hermes_home.locate(url, self._kb)
         hermes_home.pin(self.home)
         self._failure_limit = failure_limit
@@ -642,7 +652,7 @@ class HermesStore:
                 "see 'hermes kanban boards list' (and the hermes_boards setting)"
             )
         opened = HermesBoard(
-            slug, hermes_home.board_db(self.home, slug), self._kb, self._failure_limit
+            slug, hermes_home.board_db(self.home, slug), self._kb, self._failure_limit, self._budget
         )
         with self._lock:
             return self._boards.setdefault(slug, opened)
