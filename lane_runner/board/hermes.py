@@ -627,6 +627,11 @@ class HermesStore:
         self._watch: HermesWatch | None = None
         self._missing_reported: set[str] = set()
 
+    def facts(self) -> str:
+        """What ``doctor`` reports: the home and the hermes-agent release serving it."""
+        version = hermes_home.installed_version()
+        return f"{self.home} with hermes-agent {version} (kanban API checked)"
+
     def board_slugs(self) -> list[str]:
         try:
             listed = [str(entry["slug"]) for entry in self._kb.list_boards(include_archived=False)]

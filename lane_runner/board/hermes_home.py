@@ -221,6 +221,14 @@ def pin(home: Path) -> None:
     os.environ["HERMES_KANBAN_HOME"] = str(home)
 
 
+def lane_profiles(home: Path) -> list[str]:
+    """Hermes profiles named like a lane: Hermes's dispatcher would spawn them for our tasks."""
+    profiles = home / "profiles"
+    if not profiles.is_dir():
+        return []
+    return sorted(p.name for p in profiles.iterdir() if p.is_dir() and p.name.startswith("cli-"))
+
+
 def missing_columns(connection: sqlite3.Connection) -> list[str]:
     """Columns the backend needs that this database lacks (empty: the schema is usable)."""
     missing = []

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from journal import LinuxFS
 from lane_runner import redact
-from lane_runner.board import open_store
+from lane_runner.board import hermes_home, open_store
 from lane_runner.board.base import BoardError
+from lane_runner.board.hermes import HermesStore
 from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
@@ -285,7 +286,7 @@ def board_checks(cfg: Config) -> list[Check]:
         store = open_store(cfg)
     except LaneRunnerError as error:
         return [Check("board store", Level.FAIL, str(error), "fix board_url")]
-    checks = []
+    checks = hermes_checks(store) if isinstance(store, HermesStore) else []
     try:
         for slug in store.board_slugs():
             try:
@@ -303,6 +304,23 @@ def board_checks(cfg: Config) -> list[Check]:
                 checks.append(Check(f"board {slug}", Level.PASS, "opens and reads"))
     finally:
         store.close()
+    return checks
+
+
+def hermes_checks(store: HermesStore) -> list[Check]:
+    """The Hermes home and release (opening the store checked both), and lane-named profiles."""
+    checks = [Check("hermes home", Level.PASS, store.facts())]
+    clashing = hermes_home.lane_profiles(store.home)
+    if clashing:
+        checks.append(
+            Check(
+                "hermes profiles",
+                Level.WARN,
+                f"Hermes profiles named like lanes: {', '.join(clashing)}; Hermes's own "
+                "dispatcher would spawn them for those tasks too",
+                "rename those Hermes profiles (lane-runner serves the cli-* assignees)",
+            )
+        )
     return checks
 
 

@@ -149,6 +149,11 @@ def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
             "SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'completed'", (task_id,)
         ).fetchone()[0]
         assert completions == 1, task_id
+        routes = db.execute(
+            "SELECT body FROM task_comments WHERE task_id = ? AND author = 'lane-runner'",
+            (task_id,),
+        ).fetchall()
+        assert routes, task_id  # the routing decision, as a comment on Hermes's task
         mark = json.loads(runs[0]["metadata"])["lane_runner"]
         assert mark["run_id"] == runs[0]["id"] and len(mark["journal_digest"]) == 32
         row = db.execute("SELECT result, status FROM tasks WHERE id = ?", (task_id,)).fetchone()
