@@ -321,6 +321,12 @@ KEYS: tuple[Key, ...] = (
         300.0,
         "goal mode: no new turn with less runtime than this left (seconds)",
     ),
+    Key(
+        "progress_note_interval",
+        _number(0, 7 * 86400),
+        1800.0,
+        "a comment that a long attempt is still working, this often (seconds); 0: never",
+    ),
     Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
     Key("retention_days", _number(0.01, 3650), 30.0, "journal artifacts older than this go"),
     Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),

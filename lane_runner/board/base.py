@@ -156,8 +156,10 @@ class Board(Protocol):
         and block cleared, appends ``completed`` or ``replayed``, then
         ``promoted`` for each child whose parents are now all done, in task id
         order. Never raises for a run it does not know. ``metadata`` is the
-        journal record's (route, sessions, ``journal_digest``): a hosted board
-        keeps it with the completion, the embedded boards leave it in the journal.
+        journal record's (how the result was reached: route, sessions, goal turns,
+        verdict, ``journal_digest``): the embedded boards store it with the
+        ``completed`` or ``replayed`` event (``task show`` reads it); a hosted board
+        keeps it with its completion.
         """
 
     def block(

@@ -512,7 +512,7 @@ class SqlBoard:
         run_id: int,
         result: dict[str, Any],
         summary: str,
-        metadata: dict[str, Any] | None = None,  # kept in the journal, not on this board
+        metadata: dict[str, Any] | None = None,
     ) -> CompleteOutcome:
         def work(connection: Connection) -> CompleteOutcome:
             run = self._q(
@@ -536,7 +536,9 @@ class SqlBoard:
                 result_matches=rules.same_result(task.result, result),
             )
             if outcome in (CompleteOutcome.COMPLETED, CompleteOutcome.REPLAYED):
-                self._record_completion(connection, task, run_id, result, summary, outcome)
+                self._record_completion(
+                    connection, task, run_id, result, summary, outcome, metadata or {}
+                )
             return outcome
 
         return self._transition(
@@ -552,6 +554,7 @@ class SqlBoard:
         result: dict[str, Any],
         summary: str,
         outcome: CompleteOutcome,
+        metadata: dict[str, Any],
     ) -> None:
         now = self._now(connection)
         if outcome is CompleteOutcome.COMPLETED:
@@ -573,7 +576,8 @@ class SqlBoard:
             run=run_id, summary=summary, result=rules.canonical_json(result).decode("utf-8"),
             now=now, id=task.id,
         )
-        self._event(connection, task.id, kind, now, run_id)
+        extra = {"metadata": rules.storable(metadata)} if metadata else {}
+        self._event(connection, task.id, kind, now, run_id, **extra)
         self._promote_children(connection, task.id, now)
 
     def _promote_children(self, connection: Connection, parent: str, now: float) -> None:

@@ -68,6 +68,8 @@ class RunExecutor:
         self.worktree = Path()  # set once the workspace is prepared
         self.held: str | None = None  # the provider whose slot this run holds
         self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
+        self.verdict: dict[str, Any] = {}  # the judge's word on the latest completed answer
+        self.started = self.noted_at = time.monotonic()  # noted_at: progress_note_interval
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -102,6 +104,7 @@ class RunExecutor:
             error,
         )
         if self.s.journal.has_pending(self.task.board, self.task.id, self.run.id):
+            self._note_waiting_result()
             return self._report("pending", f"result kept in the journal despite: {error}")
         return self._cooldown(f"state directory error: {error}", "storage")
 
@@ -130,6 +133,12 @@ class RunExecutor:
     def _work(self, prepared: workspace.Workspace, task_context: str, route: Route) -> RunReport:
         worktree = prepared.path
         handoff = self._handoff_for(route.provider, worktree, self._log_tail())
+        if handoff:
+            self._note(
+                f"provider changed at restart: {self.state.provider} -> {route.provider}; "
+                f"a handoff of branch {workspace.branch_name(self.task.board, self.task.id)} "
+                "is attached"
+            )
         if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
             branch = workspace.branch_name(self.task.board, self.task.id)
@@ -487,7 +496,23 @@ class RunExecutor:
         if renewed:
             self.lease_until = time.time() + self.s.cfg.lease_ttl
             self.s.activity.heartbeat(self.run.id)
+            self._progress_note()
         return renewed
+
+    def _progress_note(self) -> None:
+        """Every ``progress_note_interval`` of a long attempt, a comment says it is alive,
+        so a person reading the board sees work going on, not silence."""
+        interval = self.s.cfg.progress_note_interval
+        now = time.monotonic()
+        if not interval or now - self.noted_at < interval:
+            return
+        self.noted_at = now
+        route = self.state.route or {}
+        self._note(
+            f"still working: {route.get('provider')}/{route.get('model')} at "
+            f"{route.get('effort')} effort, goal turn {self.state.goal_turn}, "
+            f"{now - self.started:.0f} s into the run"
+        )
 
     def _judge(self, task_context: str, attempt: Attempt, turn: int) -> tuple[bool, str]:
         """Every completed answer passes the structural check (no blockers, a summary that
@@ -495,14 +520,15 @@ class RunExecutor:
         result = attempt.structured
         if result is None or result["status"] != "completed":
             return False, ""
-        verdict = structural_verdict(result)
-        if not verdict.accepted or self.task.goal_turns <= 1:
-            return verdict.accepted, verdict.reason
-        try:
-            verdict = self.s.judge.judge(self._judge_context(task_context, turn), result)
-        except RoutingError as error:
-            log.warning("judge unavailable (%s); falling back to the structural judge", error)
-            verdict = structural_verdict(result)
+        verdict, judge = structural_verdict(result), "structural"
+        if verdict.accepted and self.task.goal_turns > 1:
+            judge = self.s.cfg.judge or "structural"
+            try:
+                verdict = self.s.judge.judge(self._judge_context(task_context, turn), result)
+            except RoutingError as error:
+                log.warning("judge unavailable (%s); falling back to the structural judge", error)
+                judge = "structural"
+        self.verdict = {"judge": judge, "accepted": verdict.accepted, "reason": verdict.reason}
         return verdict.accepted, verdict.reason
 
     def _judge_context(self, task_context: str, turn: int) -> str:
@@ -526,14 +552,7 @@ class RunExecutor:
             health.record_success(directory, provider)
 
     def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
-        metadata = {
-            "node": self.s.node,
-            "provider": route.provider,
-            "model": route.model,
-            "effort": route.effort,
-            "goal_turn": self.state.goal_turn,
-            "sessions": dict(self.state.sessions),
-        }
+        metadata = self._completion_metadata(result, route)
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
         )
@@ -542,10 +561,37 @@ class RunExecutor:
                 self.task.board, self.task.id, self.run.id, self.s.commit
             )
         if outcome is FinalizeOutcome.PENDING:
+            self._note_waiting_result()
             return self._report(
                 "pending", "the board is unavailable; recovery will commit", route.provider
             )
         return self._report(outcome.value, result["summary"], route.provider)
+
+    def _completion_metadata(self, result: dict[str, Any], route: Route) -> dict[str, Any]:
+        """How the result was reached, for whoever reads the board: stored with the
+        completed event (and in the journal record, so a replay carries it too)."""
+        return {
+            "node": self.s.node,
+            "route": {
+                "provider": route.provider,
+                "model": route.model,
+                "effort": route.effort,
+                "classifier": route.classifier,
+                "reason": route.reason,
+            },
+            "sessions": dict(self.state.sessions),
+            "goal_turn": self.state.goal_turn,
+            "goal_turns": self.task.goal_turns,
+            "judge": self.verdict,
+            "changed_files": list(result["changed_files"]),
+            "tests_run": list(result["tests_run"]),
+        }
+
+    def _note_waiting_result(self) -> None:
+        self._note(
+            f"the accepted result of run {self.run.id} waits in the journal for this board; "
+            "the daemon's recovery commits it as soon as the board takes it"
+        )
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
         reason = redact.text(reason)  # run reasons are shown to anyone who can read the board

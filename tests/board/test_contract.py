@@ -223,6 +223,28 @@ def test_complete_then_duplicate_then_stale(board: Board) -> None:
     assert board.complete(run.id + 50, RESULT, "x") is CompleteOutcome.STALE
 
 
+def test_completion_metadata_is_stored_with_the_completed_event(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    metadata = {"route": {"provider": "codex", "model": "m"}, "goal_turn": 2, "note": "a\x00b"}
+    assert board.complete(run.id, RESULT, "ok", metadata) is CompleteOutcome.COMPLETED
+    [completed] = [e for e in board.events("t") if e.kind == "completed"]
+    assert completed.run_id == run.id
+    assert completed.data["metadata"] == {**metadata, "note": "a\ufffdb"}
+
+
+def test_replayed_completions_keep_their_metadata_and_none_is_fine(board: Board) -> None:
+    board.add_task(NewTask(title="t", id="t"))
+    run = claim(board).run
+    assert board.reclaim(run.id, "lease", Outcome.EXPIRED)
+    assert board.complete(run.id, RESULT, "late", {"goal_turn": 1}) is CompleteOutcome.REPLAYED
+    [replayed] = [e for e in board.events("t") if e.kind == "replayed"]
+    assert replayed.data["metadata"] == {"goal_turn": 1}
+    board.add_task(NewTask(title="u", id="u"))
+    assert board.complete(claim(board).run.id, RESULT, "ok") is CompleteOutcome.COMPLETED
+    assert "metadata" not in [e for e in board.events("u") if e.kind == "completed"][0].data
+
+
 def test_complete_resets_failures_and_blocks(board: Board) -> None:
     board.add_task(NewTask(title="t", id="t"))
     first = claim(board).run

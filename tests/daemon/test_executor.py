@@ -343,3 +343,67 @@ def test_every_goal_turn_is_routed_again_and_rejections_are_kept(
     assert any(n.startswith("goal turn 3/3: turn 2 not accepted") for n in notes)
     state = json.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_text())
     assert len(state["goal_rejections"]) == 2 and "remaining work" in state["goal_rejections"][0]
+
+
+def test_the_board_learns_how_the_result_was_reached(services: Services, lane: Lane) -> None:
+    task = lane.add("with metadata", assignee="cli-codex-low")
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    [completed] = [e for e in lane.board.events(task.id) if e.kind == "completed"]
+    metadata = completed.data["metadata"]
+    route = metadata["route"]
+    assert (route["provider"], route["effort"]) == ("codex", "low")
+    assert route["model"] and route["classifier"] and route["reason"]
+    assert metadata["sessions"]["codex"]  # the thread the CLI started
+    assert (metadata["goal_turn"], metadata["goal_turns"]) == (1, 1)
+    assert metadata["judge"] == {
+        "judge": "structural",
+        "accepted": True,
+        "reason": "completed with a summary, no blockers and no unfinished-work markers",
+    }
+    assert metadata["changed_files"] == ["sim-output.txt"] and metadata["tests_run"] == []
+
+
+def test_a_provider_change_at_restart_is_noted(services: Services, lane: Lane) -> None:
+    from journal import Document
+    from lane_runner.run import lanestate
+
+    task = lane.add("was claude's", assignee="cli-codex-low")
+    before = lanestate.LaneState(BOARD, task.id, 99, provider="claude", sessions={"claude": "s"})
+    services.journal.write_documents(BOARD, [Document(f"{task.id}.json", before.to_document())])
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    notes = [c.body for c in lane.board.comments(task.id)]
+    assert any(
+        n.startswith("provider changed at restart: claude -> codex")
+        and f"lane/{BOARD}/{task.id}" in n
+        for n in notes
+    )
+
+
+def test_a_result_waiting_for_its_board_is_noted(services: Services, lane: Lane) -> None:
+    """The commit is refused for now (a board that failed the transaction, not the comment)."""
+    from journal import CommitResult
+
+    services.commit = lambda record: CommitResult.PENDING  # type: ignore[method-assign]
+    task = lane.add("board busy")
+    found = claim(services, lane)
+    assert RunExecutor(services, found).execute().step == "pending"
+    assert services.journal.has_pending(BOARD, task.id, found.run.id)
+    notes = [c.body for c in lane.board.comments(task.id)]
+    assert any(f"result of run {found.run.id} waits in the journal" in n for n in notes)
+
+
+def test_a_long_attempt_leaves_progress_notes(services: Services, lane: Lane) -> None:
+    services.cfg = services.cfg.replace(progress_note_interval=0.3)
+    task = lane.add("slow", body="[sim:slow:0.5:4]", assignee="cli-codex-low")
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    notes = [c.body for c in lane.board.comments(task.id) if c.body.startswith("still working")]
+    assert notes and "codex/" in notes[0] and "goal turn 1" in notes[0]
+
+
+def test_without_progress_notes_configured_none_are_written(
+    services: Services, lane: Lane
+) -> None:
+    services.cfg = services.cfg.replace(progress_note_interval=0)
+    task = lane.add("slow", body="[sim:slow:0.5:2]", assignee="cli-codex-low")
+    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert not [c for c in lane.board.comments(task.id) if c.body.startswith("still working")]
