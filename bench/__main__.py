@@ -13,7 +13,18 @@ import time
 from pathlib import Path
 
 from bench import report
-from bench.figures import dispatch, idle, journal_cost, recovery, streaming, supervision, throughput
+from bench.figures import (
+    board_size,
+    death,
+    dispatch,
+    idle,
+    journal_cost,
+    pods,
+    recovery,
+    streaming,
+    supervision,
+    throughput,
+)
 from bench.lane import REPO_ROOT
 from bench.result import Figure
 from bench.scale import FULL, SMOKE
@@ -26,6 +37,9 @@ FIGURES = {
     "streaming": streaming.measure,
     "idle": idle.measure,
     "supervision": supervision.measure,
+    "pods": pods.measure,
+    "board_size": board_size.measure,
+    "death": death.measure,
 }
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
 

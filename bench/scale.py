@@ -20,6 +20,12 @@ class Scale:
     idle_seconds: float
     unrelated_processes: int
     supervised_runs: int
+    pod_runners: tuple[int, ...]
+    pod_burst: int
+    pod_trickle: int
+    board_sizes: tuple[int, int]
+    claim_samples: int
+    death_runs: int
 
 
 FULL = Scale(
@@ -36,6 +42,12 @@ FULL = Scale(
     idle_seconds=60.0,
     unrelated_processes=5_000,
     supervised_runs=12,
+    pod_runners=(1, 2, 4),
+    pod_burst=1000,
+    pod_trickle=100,
+    board_sizes=(1_000, 100_000),
+    claim_samples=200,
+    death_runs=3,
 )
 
 SMOKE = Scale(
@@ -52,4 +64,10 @@ SMOKE = Scale(
     idle_seconds=1.0,
     unrelated_processes=20,
     supervised_runs=2,
+    pod_runners=(1, 2),
+    pod_burst=20,
+    pod_trickle=5,
+    board_sizes=(10, 100),
+    claim_samples=5,
+    death_runs=1,
 )

@@ -78,7 +78,8 @@ class Daemon:
         self.board_cursor = 0
         self.timers = {
             "claim": Timer(CLAIM_SWEEP),
-            "rescue": Timer(min(RESCUE_INTERVAL, cfg.lease_ttl / 4)),
+            # A dead node's runs are back in ready within lease_ttl + one heartbeat interval.
+            "rescue": Timer(min(RESCUE_INTERVAL, cfg.heartbeat_interval, cfg.lease_ttl / 4)),
             "replay": Timer(REPLAY_INTERVAL),
             "gc": Timer(cfg.gc_interval),
         }

@@ -27,6 +27,9 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
         "Provider output streaming",
         "Idle daemon",
         "Supervision with",
+        "Runners on one PostgreSQL board",
+        "Claim latency as the board grows",
+        "Runner death",
     ):
         assert f"## {title}" in text
     assert "6 counted, 6 documented" in text  # the fsync count matches the docstring
