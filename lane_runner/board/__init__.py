@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lane_runner import clock
 from lane_runner.board.base import Store
 from lane_runner.board.retry import budget_for
 from lane_runner.board.sqlite import SqliteStore
@@ -19,7 +20,10 @@ def open_store(cfg: Config) -> Store:
     budget = budget_for(cfg.heartbeat_interval)
     if not url:
         return SqliteStore(
-            Home(cfg.home).boards, failure_limit=cfg.failure_limit, wait_budget=budget
+            Home(cfg.home).boards,
+            failure_limit=cfg.failure_limit,
+            clock=clock.now,
+            wait_budget=budget,
         )
     if url.startswith(HERMES_SCHEME):
         # Imported here: hermes-agent is an optional extra.
@@ -43,4 +47,5 @@ def open_store(cfg: Config) -> Store:
             f"board_url names a PostgreSQL board but {error.name} is not installed: "
             "pip install 'lane-runner[postgres]'"
         ) from error
+    # No clock: a shared board's times are the database's, never this node's.
     return PostgresStore(url, failure_limit=cfg.failure_limit, wait_budget=budget)

@@ -29,9 +29,13 @@ its own commits the moment they return.
 
 Outages: connection errors (refused, reset, admin shutdown, pool timeout) surface
 as ``BoardUnavailable``; the pool drops broken connections and reconnects with
-its own backoff, and the listening connection reconnects with backoff too. Times
-are the runners' clocks (as in the embedded store), so pods need synchronised
-clocks for leases to mean the same thing everywhere.
+its own backoff, and the listening connection reconnects with backoff too.
+
+One clock: every time the board records (lease stamps and expiry, cooldowns,
+events) is the database server's ``clock_timestamp()``, never a runner's, so a
+pod whose clock is minutes off neither loses its live runs to others' rescues
+nor keeps a dead node's runs past their lease. (Tests may hand the store a clock
+of their own to move time by hand.)
 """
 
 from __future__ import annotations
@@ -305,12 +309,19 @@ class Database:
         self._pool.close()
 
 
+def database_now(connection: AnyConnection) -> float:
+    """The database server's wall clock, seconds since the epoch: the one clock of every pod."""
+    query = "SELECT extract(epoch FROM clock_timestamp())::float8 AS now"
+    row = connection.execute(query).fetchone()
+    return float(row["now"])
+
+
 class PostgresBoardDialect:
     """One board's view of the database: the dialect ``SqlBoard`` runs its transactions through."""
 
     insertion_order = "seq"
 
-    def __init__(self, slug: str, database: Database, clock: Clock) -> None:
+    def __init__(self, slug: str, database: Database, clock: Clock | None) -> None:
         self.scope = slug
         self.transaction = database.transaction
         self._clock = clock
@@ -334,7 +345,10 @@ class PostgresBoardDialect:
         return int(row["next_run_id"])
 
     def now(self, connection: AnyConnection) -> float:
-        return self._clock()
+        """The server's clock at this statement (after the board lock was granted)."""
+        if self._clock is not None:
+            return self._clock()
+        return database_now(connection)
 
     def close(self) -> None:
         """Nothing to release: connections belong to the store's pool."""
@@ -420,7 +434,7 @@ class PostgresStore:
         self,
         url: str,
         failure_limit: int = 3,
-        clock: Clock = time.time,
+        clock: Clock | None = None,
         pool_size: int = 4,
         wait_budget: float = retry.DEFAULT_BUDGET,
     ) -> None:
@@ -448,7 +462,7 @@ class PostgresStore:
             row = connection.execute(
                 "INSERT INTO boards (slug, created_at) VALUES (%s, %s) "
                 "ON CONFLICT (slug) DO NOTHING RETURNING slug",
-                (slug, self._clock()),
+                (slug, database_now(connection) if self._clock is None else self._clock()),
             ).fetchone()
             return row is not None
 

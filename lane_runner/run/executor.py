@@ -63,7 +63,9 @@ class RunExecutor:
         self.state = lanestate.load(self.lanes_dir, self.task.board, self.task.id, self.run.id)
         max_runtime = self.task.max_runtime or services.cfg.max_runtime
         self.deadline = time.monotonic() + max_runtime
-        self.lease_until = self.run.lease_expires_at
+        # When the lease runs out, on this node's monotonic clock: the board's stamps are
+        # the board's clock (the database's, on PostgreSQL), which this node's may not match.
+        self.lease_until = time.monotonic() + self.run.lease_expires_at - self.run.claimed_at
         self.fell_back = False
         self.worktree = Path()  # set once the workspace is prepared
         self.held: str | None = None  # the provider whose slot this run holds
@@ -483,18 +485,19 @@ class RunExecutor:
 
     def _heartbeat(self) -> bool:
         """Renew the lease; storage trouble keeps the worker until the lease is really gone."""
+        sent = time.monotonic()  # the board stamps the lease after this: never overestimated
         try:
             renewed = self.board.heartbeat(self.run.id, self.s.cfg.lease_ttl)
         except BoardUnavailable as error:
             log.warning(
-                "heartbeat for run %s not stored (%s); lease known until %.0f",
+                "heartbeat for run %s not stored (%s); %.1f s of its lease known left",
                 self.run.id,
                 error,
-                self.lease_until,
+                self.lease_until - sent,
             )
-            return time.time() < self.lease_until
+            return sent < self.lease_until
         if renewed:
-            self.lease_until = time.time() + self.s.cfg.lease_ttl
+            self.lease_until = sent + self.s.cfg.lease_ttl
             self.s.activity.heartbeat(self.run.id)
             self._progress_note()
         return renewed

@@ -30,6 +30,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Outcome, Status, Task
 from lane_runner.board.postgres import PostgresStore
 from lane_runner.board.sql import SqlBoard
+from lane_runner.clock import OFFSET_VARIABLE
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 from tests.harness import Runner, git
@@ -109,12 +110,16 @@ class Pod(Runner):
     control: Path
     config: dict[str, object] = field(default_factory=lambda: dict(POD_CONFIG))
     daemon: subprocess.Popen[bytes] | None = None
+    clock_offset: float = 0.0  # seconds this pod's clock is off (lane_runner/clock.py)
 
     def __post_init__(self) -> None:
         self.home = Home(self.root)
         self.home.ensure()
         self.node = self.home.node_id()
         self.write_config(board_url=self.board_url)
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), OFFSET_VARIABLE: str(self.clock_offset)}
 
     def clone(self, origin: Path) -> None:
         git("clone", "-q", str(origin), WORKSPACE, cwd=self.root)
@@ -165,8 +170,8 @@ class Fleet:
     def board(self) -> SqlBoard:
         return self.store.board(BOARD)
 
-    def pod(self, name: str, board_url: str | None = None) -> Pod:
-        pod = Pod(self.root / name, board_url or self.url, self.control)
+    def pod(self, name: str, board_url: str | None = None, clock_offset: float = 0.0) -> Pod:
+        pod = Pod(self.root / name, board_url or self.url, self.control, clock_offset=clock_offset)
         pod.clone(self.repo)
         self.pods.append(pod)
         return pod
