@@ -8,6 +8,7 @@ unknown key or a bad value is an error that names the key.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -157,6 +158,28 @@ def _providers(value: Any) -> tuple[str, ...]:
     names = tuple(str(item).strip() for item in items if str(item).strip())
     if not names or any(name not in PROVIDERS for name in names) or len(set(names)) != len(names):
         raise ValueError("expected a list of distinct providers from codex, claude")
+    return names
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+
+
+def _worker_env(value: Any) -> tuple[str, ...]:
+    """Variable names, or prefixes ending in ``*``, a worker may inherit besides its own.
+
+    The runner's settings (``LANE_RUNNER_*``) are refused outright: they hold the board
+    and router credentials, and the simulators' knobs pass anyway.
+    """
+    items = value if isinstance(value, list) else _text(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    for name in names:
+        if not _VARIABLE.fullmatch(name) or name == "*":
+            raise ValueError(
+                f"{name!r} is not a variable name or a prefix ending in '*' "
+                "(e.g. HTTPS_PROXY, SSL_CERT_FILE, SSH_AUTH_SOCK, NO_PROXY*)"
+            )
+        if name.upper().startswith("LANE_RUNNER_"):
+            raise ValueError(f"{name!r}: the runner's own settings never reach workers")
     return names
 
 
@@ -326,6 +349,12 @@ KEYS: tuple[Key, ...] = (
         _number(0, 7 * 86400),
         1800.0,
         "a comment that a long attempt is still working, this often (seconds); 0: never",
+    ),
+    Key(
+        "worker_env",
+        _worker_env,
+        (),
+        "more variables workers inherit: names, or prefixes ending in '*'",
     ),
     Key("gc_interval", _number(1, 86400), 300.0, "seconds between journal artifact collections"),
     Key("retention_days", _number(0.01, 3650), 30.0, "journal artifacts older than this go"),

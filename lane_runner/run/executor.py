@@ -446,6 +446,7 @@ class RunExecutor:
                 provider,
                 _home_of(self.s.cfg.worker_user),
                 {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV},
+                passes=self.s.cfg.worker_env,
             ),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),

@@ -91,3 +91,37 @@ def test_a_worker_user_that_does_not_exist_stops_the_daemon_at_start(tmp_path: P
     assert (
         result.returncode == 2 and "no-such-user-x" in result.stderr and "useradd" in result.stderr
     )
+
+
+def test_worker_env_is_a_list_of_names_or_prefixes(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('worker_env = ["HTTPS_PROXY", "SSL_*"]\n')
+    assert config.load(tmp_path, {}).worker_env == ("HTTPS_PROXY", "SSL_*")
+    from_env = config.load(tmp_path, {"LANE_RUNNER_WORKER_ENV": "NO_PROXY, SSH_AUTH_SOCK"})
+    assert from_env.worker_env == ("NO_PROXY", "SSH_AUTH_SOCK")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("*", "not a variable name"), ("HTTP PROXY", "not a variable name"),
+     ("A*B", "not a variable name"), ("LANE_RUNNER_*", "never reach workers"),
+     ("lane_runner_board_url", "never reach workers")],
+)
+def test_worker_env_refuses_patterns_that_could_leak(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    with pytest.raises(UsageError, match=f"bad value for worker_env.*{message}"):
+        config.load(tmp_path, {"LANE_RUNNER_WORKER_ENV": value})
+
+
+def test_config_show_lists_what_reaches_the_workers(tmp_path: Path) -> None:
+    env = {"LANE_RUNNER_WORKER_ENV": "HTTPS_PROXY,APP_*", "HTTPS_PROXY": "http://p:3128",
+           "APP_DATABASE_URL": "postgres://s", "APP_MODE": "x", "OPENAI_API_KEY": "sk"}
+    result = run_cli("--home", str(tmp_path), "config", "show", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    passes = orjson.loads(result.stdout)["worker_environment"]
+    assert "HTTPS_PROXY" in passes["codex"] and "APP_MODE" in passes["claude"]
+    assert "APP_DATABASE_URL" not in passes["codex"] and "OPENAI_API_KEY" not in passes["claude"]
+    assert "LANE_RUNNER_WORKER_ENV" not in passes["codex"]
+    human = run_cli("--home", str(tmp_path), "config", "show", env=env).stdout
+    assert "codex: " in human and "HTTPS_PROXY" in human.split("worker environment")[1]
+    assert "postgres://s" not in human

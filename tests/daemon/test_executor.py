@@ -407,3 +407,37 @@ def test_without_progress_notes_configured_none_are_written(
     task = lane.add("slow", body="[sim:slow:0.5:2]", assignee="cli-codex-low")
     assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
     assert not [c for c in lane.board.comments(task.id) if c.body.startswith("still working")]
+
+
+def test_a_worker_inherits_what_worker_env_names_and_nothing_else(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    codex = tmp_path / "codex"
+    codex.write_text(
+        FAKE_CODEX.replace(
+            'echo "edited by $(id -un)"', 'echo "proxy=$MY_PROXY secret=$MY_SECRET"'
+        )
+    )
+    codex.chmod(0o755)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "i"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True
+        )
+    monkeypatch.setenv("MY_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("MY_SECRET", "hunter2")
+    environ = {"LANE_RUNNER_CODEX_BIN": str(codex), "LANE_RUNNER_WORKER_ENV": "MY_PROXY"}
+    built = build(config.load(tmp_path / "home", environ))
+    try:
+        board = built.store.create_board(BOARD)
+        task = board.add_task(NewTask(title="env", assignee="cli-codex-low", workspace=str(repo)))
+        found = board.claim(built.node, 60, "cli-auto")
+        assert found is not None
+        assert RunExecutor(built, found).execute().step == "committed"
+        edit = built.home.worktree(BOARD, task.id) / "edit.txt"
+        assert edit.read_text() == "proxy=http://proxy:3128 secret=\n"
+    finally:
+        built.close()

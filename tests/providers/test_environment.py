@@ -40,3 +40,27 @@ def test_unknown_provider_is_refused() -> None:
 
 def test_path_always_present() -> None:
     assert worker_environment("codex", source={})["PATH"]
+
+
+PROXIED = {
+    **RUNNER_ENV, "HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "localhost",
+    "SSL_CERT_FILE": "/etc/ca.pem", "SSH_AUTH_SOCK": "/run/agent", "SSH_SECRET": "z",
+    "LANE_RUNNER_ROUTER_URL": "http://u:p@r", "APP_DATABASE_URL": "postgres://z",
+    "PGPASSWORD": "pw",
+}
+
+
+def test_worker_env_adds_names_and_prefixes() -> None:
+    env = worker_environment("codex", source=PROXIED,
+                             passes=("HTTPS_PROXY", "NO_PROXY", "SSL_*", "SSH_AUTH_SOCK"))
+    assert {"HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSH_AUTH_SOCK"} <= set(env)
+    assert "SSH_SECRET" not in env and "ANTHROPIC_API_KEY" not in env
+
+
+def test_a_prefix_never_reaches_the_runners_own_secrets() -> None:
+    env = worker_environment("claude", source=PROXIED, passes=("L*", "APP_*", "PG*", "D*"))
+    assert not {"LANE_RUNNER_BOARD_URL", "LANE_RUNNER_ROUTER_URL", "APP_DATABASE_URL",
+                "PGPASSWORD", "DATABASE_URL"} & set(env)
+    assert env["LANG"] == "C.UTF-8" and env["LANE_RUNNER_SIM_SCENARIO"] == "hang"
+    named = worker_environment("claude", source=PROXIED, passes=("APP_DATABASE_URL",))
+    assert named["APP_DATABASE_URL"] == "postgres://z"  # only when named exactly

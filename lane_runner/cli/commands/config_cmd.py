@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from lane_runner import redact
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
-from lane_runner.config import KEYS
+from lane_runner.config import KEYS, PROVIDERS, Config
+from lane_runner.providers.environment import allowed
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +30,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def worker_passes(cfg: Config) -> dict[str, list[str]]:
+    """Which variables of this environment a worker of each provider would inherit
+    (names only: values may be secrets), with ``worker_env`` applied."""
+    return {
+        provider: sorted(name for name in os.environ if allowed(provider, name, cfg.worker_env))
+        for provider in PROVIDERS
+    }
+
+
 def show_config(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     if args.json:
@@ -41,6 +52,7 @@ def show_config(args: argparse.Namespace) -> int:
                     }
                     for key in KEYS
                 },
+                "worker_environment": worker_passes(cfg),
             }
         )
         return 0
@@ -54,4 +66,7 @@ def show_config(args: argparse.Namespace) -> int:
             value = ",".join(value)
         rows.append((key.name, value, cfg.sources[key.name]))
     print_table(("key", "value", "source"), rows)
+    print("\nworker environment (names that reach the CLIs from this environment):")
+    for provider, names in worker_passes(cfg).items():
+        print(f"  {provider}: {' '.join(names) or '(none)'}")
     return 0
