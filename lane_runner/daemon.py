@@ -31,7 +31,7 @@ from lane_runner.run.executor import RunExecutor, RunReport
 from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
-from lane_runner.service.services import build
+from lane_runner.service.services import build, preflight
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +95,10 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
+        binaries = preflight(self.cfg)  # a bad configuration leaves the home untouched
         home_lock = HomeLock(Home(self.cfg.home).lock_file, "daemon")
         with home_lock:
-            self.services = build(self.cfg)
+            self.services = build(self.cfg, binaries)
             previous = self._install_signals()
             try:
                 return self._serve()

@@ -28,6 +28,14 @@ def test_mypy_strict_is_clean_on_the_journal_and_its_neighbours() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_decision_table_decides_every_classification() -> None:
+    """decide.py's match over Classification ends in assert_never: a classification
+    nobody decided is a type error here (its imports are checked where they live)."""
+    done = _run("mypy", "--strict", "--no-incremental", "--follow-imports=silent",
+                "lane_runner/run/decide.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 #: A path that exists only on the machine that wrote it: an absolute path into a
 #: temporary, home or work directory, or into a virtualenv's ``bin``.
 MACHINE_PATH = re.compile(r"['\"]/(?:tmp|root|home|work|opt)/[^'\"]*(?:venv|/bin/)")

@@ -32,8 +32,9 @@ from lane_runner.providers import claude as claude_adapter
 from lane_runner.providers import codex as codex_adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
+from lane_runner.router.health import ProviderHealth
 from lane_runner.service.notify import Notifier
-from lane_runner.service.services import resolve_binaries
+from lane_runner.service.services import identity_problem, resolve_binaries
 
 PROBE_TIMEOUT = 15.0
 MIN_FREE_BYTES = 1 << 30
@@ -135,6 +136,22 @@ def root_verdict(refusal: str | None) -> Check:
     )
 
 
+def health_verdict(record: ProviderHealth | None, now: float) -> Check | None:
+    """A provider whose CLI refused the runner's invocation: lanes cannot run it until the
+    configuration or the CLI is fixed, so doctor fails (None for anything else)."""
+    if record is None or not record.misconfigured:
+        return None
+    if record.state != "unavailable" or not record.fresh(now):
+        return None
+    return Check(
+        f"{record.provider} health",
+        Level.FAIL,
+        f"the CLI refused the runner's invocation: {record.reason}",
+        f"install the {record.provider} version the README names, or fix what it names; "
+        "the record clears after the next successful run",
+    )
+
+
 # -- checks with effects -----------------------------------------------------------
 
 
@@ -216,6 +233,10 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
 def _probe(provider: str, executable: Path) -> list[Check]:
     """``--version`` and the runner's argv with ``--help``, in the environment a worker
     gets: the probe is a CLI like any other, and the runner's secrets stay out of it."""
+    problem = identity_problem(provider, executable)
+    if problem is not None:
+        return [Check(f"{provider} CLI", Level.FAIL, f"{executable} {problem}",
+                      f"install {provider} or point {provider}_bin at it")]
     env = worker_environment(provider)
     with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
         version = _run([str(executable), "--version"], Path(scratch), env).splitlines()
@@ -358,6 +379,8 @@ def health_checks(home: Home, now: float) -> list[Check]:
                     '"authenticated": true or false}',
                 )
             )
+        elif (refused := health_verdict(record, now)) is not None:
+            checks.append(refused)
         elif record is not None:
             minutes = int((now - record.checked_at) // 60)
             avoided = record.state == "unavailable" and record.fresh(now)

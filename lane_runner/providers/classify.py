@@ -31,7 +31,17 @@ _CAPACITY = re.compile(
     r"|\bquota\b|insufficient_quota|\bcredits?\b|credit balance|\bexhausted\b|\bcapacity\b",
     re.I,
 )
-_ROOT_REFUSAL = re.compile(r"cannot be used with root/sudo privileges", re.I)
+#: The CLI refused the runner's own invocation: clap's (codex) and commander's (claude)
+#: usage errors, a schema either CLI or the API will not take, a missing settings file,
+#: claude's root refusal. Warnings (claude's "strict mode: ...") are not refusals.
+_MISCONFIGURED = re.compile(
+    r"^error: (?:unexpected argument|unknown option|too many arguments"
+    r"|option '[^']*' argument missing|a value is required for|invalid value)"
+    r"|--json-schema is not (?:a )?valid JSON|invalid schema for response_format"
+    r"|settings file not found|invalid session id\. must be a valid uuid"
+    r"|cannot be used with root/sudo privileges",
+    re.I | re.M,
+)
 RECONNECTING = re.compile(r"^\s*reconnecting\b", re.I)
 
 
@@ -69,14 +79,15 @@ def classify_failure(signals: Signals) -> tuple[Classification, str]:
     """Classify an attempt that did not produce an acceptable result.
 
     Session problems are checked first: they are recoverable by a different
-    invocation and their texts would otherwise not match anything else. Auth
-    before capacity: "401 ... rate limit window" is still an auth problem.
+    invocation and their texts would otherwise not match anything else. Then a
+    refused invocation: nothing after it ran, so any other word is incidental.
+    Auth before capacity: "401 ... rate limit window" is still an auth problem.
     """
     texts = [text for text in _evidence(signals) if text]
     for pattern, verdict in (
         (_SESSION_MISSING, Classification.SESSION_MISSING),
         (_SESSION_COLLISION, Classification.SESSION_COLLISION),
-        (_ROOT_REFUSAL, Classification.FAILED),
+        (_MISCONFIGURED, Classification.MISCONFIGURED),
         (_AUTH, Classification.AUTH),
         (_CAPACITY, Classification.CAPACITY),
     ):

@@ -69,6 +69,8 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
         reading.finished = True
         return True
     item = event.get("item")
+    if isinstance(item, dict) and item.get("type") == "error":
+        return False  # a warning item ("Falling back from WebSockets..."): not work
     if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
         reading.candidate = result_object(item.get("text")) or reading.candidate
     return True

@@ -29,6 +29,12 @@ class Classification(StrEnum):
     KILLED_BY_SIGNAL = "killed_by_signal"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    MISCONFIGURED = "misconfigured"
+    """The CLI refused the runner's own invocation (unknown option, invalid schema, root
+    refusal): the runner or the host is wrong, not the task."""
+    UNUSABLE = "unusable"
+    """The lane cannot start this provider here at all (CLI missing, root without a
+    worker user); decided before any process starts."""
 
 
 @dataclass(frozen=True)

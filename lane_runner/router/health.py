@@ -1,11 +1,12 @@
 """Provider health: what the runner last learned about each provider, on disk.
 
-``provider-health/<provider>.json`` is written when a run fails for capacity or
-authentication and cleared after a success. A fresh "unavailable" record steers
-automatic routing away from that provider. An authentication failure stays
-fresh much longer than a capacity one: nobody logs a CLI back in within minutes.
-Files are replaced atomically, and a file that cannot be read or trusted counts
-as "unknown" (never as a reason to crash or to exclude).
+``provider-health/<provider>.json`` is written when a run fails for capacity,
+authentication or a refused invocation (``misconfigured``: the CLI's own words on
+why it would not run what the runner built) and cleared after a success. A fresh
+"unavailable" record steers automatic routing away from that provider. An
+authentication failure stays fresh much longer than a capacity one: nobody logs a
+CLI back in within minutes. Files are replaced atomically, and a file that cannot
+be read or trusted counts as "unknown" (never as a reason to crash or to exclude).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ FRESH_SECONDS = 5 * 60
 AUTH_FRESH_SECONDS = 12 * 60 * 60
 MAX_FILE_BYTES = 64 * 1024
 MAX_HEALTH_REASON_CHARS = 500
-FailureKind = Literal["capacity", "auth"]
+FailureKind = Literal["capacity", "auth", "misconfigured"]
 State = Literal["available", "unavailable"]
 
 
@@ -43,10 +44,14 @@ class ProviderHealth:
     authenticated: bool
     reason: str
     checked_at: float
+    misconfigured: bool = False
+    """The CLI refused the runner's own invocation; absent in older files (False)."""
 
     def fresh(self, now: float) -> bool:
-        """Recent enough to act on; a stamp from the future is not trusted."""
-        window = FRESH_SECONDS if self.authenticated else AUTH_FRESH_SECONDS
+        """Recent enough to act on; a stamp from the future is not trusted. Like a lost
+        login, a misconfiguration is not fixed within minutes, so it stays fresh as long."""
+        quick = self.authenticated and not self.misconfigured
+        window = FRESH_SECONDS if quick else AUTH_FRESH_SECONDS
         return 0 <= now - self.checked_at <= window
 
     @classmethod
@@ -68,15 +73,18 @@ class ProviderHealth:
         authenticated = document.get("authenticated", True)
         reason = document.get("reason", "")
         checked_at = document.get("checked_at", modified)
+        misconfigured = document.get("misconfigured", False)
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}")
         if state not in ("available", "unavailable"):
             raise ValueError(f"unknown state {state!r}")
-        if not isinstance(authenticated, bool) or not isinstance(reason, str):
-            raise ValueError("authenticated must be a boolean and reason a string")
+        if not isinstance(authenticated, bool) or not isinstance(misconfigured, bool):
+            raise ValueError("authenticated and misconfigured must be booleans")
+        if not isinstance(reason, str):
+            raise ValueError("reason must be a string")
         if isinstance(checked_at, bool) or not isinstance(checked_at, int | float):
             raise ValueError("checked_at must be a number")
-        return cls(provider, state, authenticated, reason, float(checked_at))
+        return cls(provider, state, authenticated, reason, float(checked_at), misconfigured)
 
 
 def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[str, str] | None:
@@ -91,7 +99,13 @@ def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[st
         return None
     health = down[0]
     minutes = max(0, int((now - health.checked_at) // 60))
-    what = "is unavailable" if health.authenticated else "is not authenticated"
+    what = (
+        "is misconfigured"
+        if health.misconfigured
+        else "is unavailable"
+        if health.authenticated
+        else "is not authenticated"
+    )
     return health.provider, f"{what} ({health.reason}; checked {minutes} min ago)"
 
 
@@ -172,8 +186,8 @@ def read_all(directory: Path) -> list[ProviderHealth]:
 def record_failure(
     directory: Path, provider: str, kind: FailureKind, reason: str, now: float | None = None
 ) -> ProviderHealth:
-    """Mark ``provider`` unavailable after a capacity or authentication failure."""
-    if kind not in ("capacity", "auth"):
+    """Mark ``provider`` unavailable after a capacity, authentication or invocation failure."""
+    if kind not in ("capacity", "auth", "misconfigured"):
         raise ValueError(f"unknown failure kind {kind!r}")
     health = ProviderHealth(
         provider=provider,
@@ -181,6 +195,7 @@ def record_failure(
         authenticated=kind != "auth",
         reason=bounded(reason, MAX_HEALTH_REASON_CHARS),
         checked_at=time.time() if now is None else now,
+        misconfigured=kind == "misconfigured",
     )
     _write(health_file(directory, provider), health)
     return health

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, assert_never
 
 from lane_runner.board.model import BlockKind, Outcome
+from lane_runner.providers.model import Classification
 from lane_runner.router.errors import Cause, RoutingError
 
 
@@ -33,14 +34,8 @@ class Decision:
     count_failure: bool = False
 
 
-# Classification names as the providers report them (providers.Classification values).
-UNAVAILABLE = {"capacity", "auth", "stalled"}
-UNUSABLE = "unusable"  # the lane cannot run this provider here (CLI missing, root refusal)
-ABANDONED = {"lease_lost", "cancelled"}
-
-
 def after_attempt(
-    classification: str,
+    classification: Classification,
     reason: str,
     result: dict[str, Any] | None,
     *,
@@ -55,26 +50,45 @@ def after_attempt(
 
     ``accepted``/``verdict_reason`` are the judge's view of a completed result
     (ignored otherwise); ``turn`` counts from 1; ``time_left`` says whether more than
-    the goal margin of the run's runtime remains.
+    the goal margin of the run's runtime remains. The match is exhaustive: a new
+    classification is a type error here until someone decides what it means.
     """
-    if classification in ABANDONED:
-        return Decision(Step.ABANDON, reason)
-    if classification == UNUSABLE:
-        if not fell_back:
-            return Decision(Step.FALLBACK, reason)
-        return Decision(Step.BLOCK, reason, kind=BlockKind.CAPABILITY)
-    if classification in UNAVAILABLE:
-        if not fell_back:
-            return Decision(Step.FALLBACK, reason)
-        return Decision(
-            Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED
-        )
-    if classification == "timed_out":
-        return Decision(Step.RETRY, reason, outcome=Outcome.TIMED_OUT, count_failure=True)
-    if classification != "ok" or result is None:
-        why = reason if classification != "ok" else "the provider ended without a structured result"
-        return Decision(Step.RETRY, why, outcome=Outcome.FAILED, count_failure=True)
-    return _judge_result(result, accepted, verdict_reason, turn < goal_turns, time_left, turn)
+    match classification:
+        case Classification.LEASE_LOST | Classification.CANCELLED:
+            return Decision(Step.ABANDON, reason)
+        case Classification.UNUSABLE:
+            if not fell_back:
+                return Decision(Step.FALLBACK, reason)
+            return Decision(Step.BLOCK, reason, kind=BlockKind.CAPABILITY)
+        case (
+            Classification.CAPACITY
+            | Classification.AUTH
+            | Classification.STALLED
+            | Classification.MISCONFIGURED
+        ):
+            # Not the task's fault: another provider, or a wait, without spending its budget.
+            if not fell_back:
+                return Decision(Step.FALLBACK, reason)
+            return Decision(
+                Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED
+            )
+        case Classification.TIMED_OUT:
+            return Decision(Step.RETRY, reason, outcome=Outcome.TIMED_OUT, count_failure=True)
+        case (
+            Classification.SESSION_MISSING
+            | Classification.SESSION_COLLISION
+            | Classification.KILLED_BY_SIGNAL
+            | Classification.FAILED
+        ):
+            return Decision(Step.RETRY, reason, outcome=Outcome.FAILED, count_failure=True)
+        case Classification.OK:
+            if result is None:
+                why = "the provider ended without a structured result"
+                return Decision(Step.RETRY, why, outcome=Outcome.FAILED, count_failure=True)
+            turns_left = turn < goal_turns
+            return _judge_result(result, accepted, verdict_reason, turns_left, time_left, turn)
+        case unreachable:
+            assert_never(unreachable)
 
 
 def after_routing_error(error: RoutingError) -> Decision:

@@ -151,10 +151,10 @@ class RunExecutor:
             self.state.goal_turn = turn
             self.turn_begun = True
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
-            classification, attempt = self._attempt(route, prompt, worktree, turn)
+            attempt = self._attempt(route, prompt, worktree, turn)
             accepted, verdict = self._judge(task_context, attempt, turn)
             decision = decide.after_attempt(
-                classification,
+                attempt.classification,
                 attempt.reason,
                 attempt.structured,
                 accepted=accepted,
@@ -170,7 +170,7 @@ class RunExecutor:
                 self.task.id,
                 self.run.id,
                 turn,
-                classification,
+                attempt.classification.value,
                 decision.step.value,
                 decision.reason,
             )
@@ -202,7 +202,7 @@ class RunExecutor:
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
                 continue
-            return self._conclude(decision, attempt, route, classification)
+            return self._conclude(decision, attempt, route, attempt.classification.value)
 
     def _reroute(self, task_context: str, current: Route, rejection: str) -> Route:
         """Each goal turn is routed afresh, with the rejection and fresh provider health,
@@ -364,8 +364,8 @@ class RunExecutor:
         branch = workspace.branch_name(self.task.board, self.task.id)
         return workspace.handoff(worktree, tail, branch, owner=self.s.cfg.worker_user)
 
-    def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> tuple[str, Attempt]:
-        """One provider turn; returns the classification ``decide`` reads, and the attempt."""
+    def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
+        """One provider turn, recorded in the lane state, provider health and metrics."""
         provider = route.provider
         n = self.state.next_sequence()
         # A fresh codex thread after an unknown-thread resume writes its own -o file.
@@ -389,28 +389,28 @@ class RunExecutor:
         self._save_state()
         unusable = self._unusable(provider)
         if unusable is not None:
-            attempt = Attempt(Classification.FAILED, unusable, None, None, None, None, "")
-            classification = decide.UNUSABLE
+            attempt = Attempt(Classification.UNUSABLE, unusable, None, None, None, None, "")
         else:
             try:
                 attempt = _storable(run_attempt(self._request(route, prompt, worktree, n, retry)))
             finally:
                 self._drop_worker_files(n, retry)
-            classification = attempt.classification.value
             self.state.started[provider] = True
             if attempt.session_id:
                 self.state.sessions[provider] = attempt.session_id
         record.update(
-            ended_at=time.time(), classification=classification, reason=attempt.reason[:2000]
+            ended_at=time.time(),
+            classification=attempt.classification.value,
+            reason=attempt.reason[:2000],
         )
         ended = [self._state_document()]
         if attempt.structured is not None:
             candidate = f"{self.task.id}.run-{self.run.id}.candidate-{n}.json"
             ended.append(Document(candidate, attempt.structured, new=True))
         self.s.journal.write_documents(self.task.board, ended)
-        metrics.attempt_ended(provider, classification)
+        metrics.attempt_ended(provider, attempt.classification)
         self._record_health(provider, attempt)
-        return classification, attempt
+        return attempt
 
     def _unusable(self, provider: str) -> str | None:
         if self.s.binaries.get(provider) is None:
@@ -552,6 +552,8 @@ class RunExecutor:
             health.record_failure(directory, provider, "capacity", attempt.reason)
         elif attempt.classification is Classification.AUTH:
             health.record_failure(directory, provider, "auth", attempt.reason)
+        elif attempt.classification is Classification.MISCONFIGURED:
+            health.record_failure(directory, provider, "misconfigured", attempt.reason)
         elif attempt.classification is Classification.OK:
             health.record_success(directory, provider)
 

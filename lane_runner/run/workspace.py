@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import pwd
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from lane_runner.providers import user_ids
 
 log = logging.getLogger(__name__)
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+#: Seconds any one git command may take; a worktree add of a large repository fits.
+GIT_TIMEOUT = 300.0
+DUBIOUS_OWNERSHIP = "detected dubious ownership"
 #: One ``git worktree add`` at a time: the runner's threads share each repository's
 #: worktree metadata. Other runner processes are kept out of the home by its lock.
 _ONE_THREAD_AT_A_TIME = threading.Lock()
@@ -37,19 +41,34 @@ class WorkspaceError(LaneRunnerError):
 
 
 def _git(*args: str, cwd: Path, owner: str | None = None) -> subprocess.CompletedProcess[str]:
-    """git as the daemon, or as ``owner`` with that user's HOME (its git config)."""
+    """git as the daemon, or as ``owner`` with that user's HOME (its git config).
+
+    In its own session, with a deadline: a git that hangs (a hook, a lock, a network
+    filesystem) is killed with everything it started, and reported as git's failure.
+    """
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **GIT_ENV}
     if owner is not None:
         env["HOME"] = pwd.getpwnam(owner).pw_dir
-    return subprocess.run(
-        ["git", *args],
+    argv = ["git", *args]
+    with subprocess.Popen(
+        argv,
         cwd=cwd,
-        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
-        check=False,
+        start_new_session=True,
         **user_ids(owner),
-    )
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=GIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+                os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            stderr += f"\ngit {' '.join(args)} did not finish within {GIT_TIMEOUT:g} s: killed"
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
 def branch_name(board: str, task_id: str) -> str:
@@ -76,6 +95,29 @@ def git_accepts(name: str) -> bool:
 def _toplevel(path: Path, owner: str | None) -> Path | None:
     result = _git("rev-parse", "--show-toplevel", cwd=path, owner=owner)
     return Path(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:
+    """Why git will not treat ``source`` as a repository, in git's words, with the fix.
+
+    "Dubious ownership" (the repository belongs to another user than the one git runs
+    as, typically the worker user) is not a missing repository: ``git init`` there
+    would be the wrong advice.
+    """
+    said = _git("rev-parse", "--show-toplevel", cwd=source, owner=owner).stderr.strip()
+    if DUBIOUS_OWNERSHIP in said:
+        user = owner or pwd.getpwuid(os.geteuid()).pw_name
+        first = said.splitlines()[0].removeprefix("fatal: ")
+        return WorkspaceError(
+            f"git refuses workspace {source} when run as {user}: {first}. Give it to that "
+            f"user (chown -R {user} {source}) or let that user trust it "
+            f"(as {user}: git config --global --add safe.directory {source})"
+        )
+    if "not a git repository" in said.lower() or not said:
+        return WorkspaceError(
+            f"workspace {source} is not a git repository: run 'git init' there and commit once"
+        )
+    return WorkspaceError(f"workspace {source} cannot be used: git said: {said}")
 
 
 @dataclass(frozen=True)
@@ -147,9 +189,7 @@ def _create(
         return Workspace(worktree)
     top = _toplevel(source, owner)
     if top is None:
-        raise WorkspaceError(
-            f"workspace {source} is not a git repository: run 'git init' there and commit once"
-        )
+        raise _not_a_repository(source, owner)
     # A worktree deleted by hand is still registered (and holds its branch).
     _git("worktree", "prune", cwd=top, owner=owner)
     result = _add(top, worktree, branch, owner)

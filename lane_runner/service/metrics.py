@@ -15,6 +15,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from journal import RecoveryReport
+from lane_runner.providers.model import Classification
 
 LOOPBACK = "127.0.0.1"
 REGISTRY = CollectorRegistry()
@@ -111,8 +112,8 @@ def run_ended(board: str, step: str, seconds: float) -> None:
         COMPLETIONS.labels(board).inc()
 
 
-def attempt_ended(provider: str, classification: str) -> None:
-    if classification == "stalled":
+def attempt_ended(provider: str, classification: Classification) -> None:
+    if classification is Classification.STALLED:
         STALLS.labels(provider).inc()
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import pwd
+import re
 import shutil
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.providers import claude
+from lane_runner.providers import claude, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service.activity import Activity
 from lane_runner.service.slots import ProviderSlots
@@ -99,7 +101,11 @@ class Services:
 
 
 def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
-    """The CLI per provider: the simulators when ``simulate``, else configured, else on PATH."""
+    """The CLI per provider: the simulators when ``simulate``, else configured, else on PATH.
+
+    A configured CLI that is missing, not executable or another program is refused
+    (``UsageError``, exit 2) before the runner does anything with it.
+    """
     if cfg.simulate:
         from lane_runner.providers.simulators import install
 
@@ -111,13 +117,52 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
             path = shutil.which(configured)
             if path is None:
                 raise UsageError(
-                    f"{provider}_bin {configured!r} is not an executable; fix it or unset it"
+                    f"{provider}_bin {configured!r} is missing or not executable; "
+                    "fix it or unset it"
                 )
+            problem = identity_problem(provider, Path(path))
+            if problem is not None:
+                raise UsageError(f"{provider}_bin {configured!r} {problem}; fix it or unset it")
             found[provider] = Path(path)
         else:
             on_path = shutil.which(provider)
             found[provider] = Path(on_path) if on_path else None
     return found
+
+
+#: What each real CLI's ``--version`` says of itself ("codex-cli 0.171.0",
+#: "2.1.332 (Claude Code)").
+IDENTITY = {"codex": re.compile(r"\bcodex-cli\b"), "claude": re.compile(r"\(Claude Code\)")}
+IDENTITY_TIMEOUT = 30.0
+
+
+def identity_problem(provider: str, executable: Path) -> str | None:
+    """Why ``executable`` is not the ``provider`` CLI, or None: its own ``--version``.
+
+    Run with the workers' environment, no input and a deadline, from the root
+    directory: a wrong program gets no workspace to act on.
+    """
+    try:
+        done = subprocess.run(
+            [str(executable), "--version"],
+            cwd="/",
+            env=worker_environment(provider),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=IDENTITY_TIMEOUT,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        return f"did not answer --version within {IDENTITY_TIMEOUT:g} s"
+    except OSError as error:
+        return f"cannot be run: {error.strerror or error}"
+    said = (done.stdout + done.stderr).strip()
+    if done.returncode == 0 and IDENTITY[provider].search(said):
+        return None
+    first = said.splitlines()[0][:200] if said else f"nothing (exit status {done.returncode})"
+    return f"is not the {provider} CLI: its --version said {first!r}"
 
 
 def write_result_schema(home: Home) -> Path:
@@ -159,8 +204,20 @@ def check_worker_user(user: str | None) -> None:
         ) from None
 
 
-def build(cfg: Config, **overrides: Any) -> Services:
+def preflight(cfg: Config) -> dict[str, Path | None] | None:
+    """Refuse a configuration no run could work with, before anything is made or locked:
+    a missing worker user, a CLI that is missing, not executable or another program.
+    The CLIs found (None when simulating: the simulators are installed into the home)."""
     check_worker_user(cfg.worker_user)
+    return None if cfg.simulate else resolve_binaries(cfg, Home(cfg.home))
+
+
+def build(
+    cfg: Config, binaries: dict[str, Path | None] | None = None, **overrides: Any
+) -> Services:
+    """Everything a run shares; ``binaries`` from a ``preflight`` already made, if any."""
+    if binaries is None:
+        binaries = preflight(cfg)
     home = Home(cfg.home)
     home.ensure()
     if cfg.worker_user:
@@ -175,7 +232,7 @@ def build(cfg: Config, **overrides: Any) -> Services:
         router=router,
         judge=make_judge(cfg, router),
         node=home.node_id(),
-        binaries=resolve_binaries(cfg, home),
+        binaries=binaries if binaries is not None else resolve_binaries(cfg, home),
         schema_path=write_result_schema(home),
         settings_path=write_claude_settings(home),
         cancel=cancel,

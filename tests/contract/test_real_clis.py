@@ -16,7 +16,6 @@ import pytest
 
 from lane_runner.names import EFFORTS
 from lane_runner.providers import Classification, run_attempt
-from lane_runner.providers.classify import Signals, classify_failure
 
 from .conftest import RequestFactory, Scratch, cli_path
 
@@ -123,6 +122,7 @@ def test_planting_the_old_schema_fails_the_contract(real_request: RequestFactory
 
     old = scratch.file("old.json", load_bytes("worker-result.schema.json"))
     problems = claude_schema_problems(real_request, old)
+    assert "misconfigured: Error: --json-schema is not a valid JSON Schema" in problems[-1]
     assert any('no schema with key or ref "https://json-schema.org/draft/2020-12/schema"' in p
                for p in problems), problems
     plain = {k: v for k, v in load("worker-result.schema.json").items()
@@ -142,13 +142,7 @@ def test_claude_as_root_is_refused_and_the_refusal_classified(
            if k not in ("IS_SANDBOX", "CLAUDE_CODE_BUBBLEWRAP")}
     attempt = run_attempt(real_request("claude", run_as=None, env=env))
     assert "cannot be used with root/sudo privileges" in attempt.reason
-    assert attempt.classification is ROOT_REFUSAL
-
-
-#: How the runner classifies the root refusal.
-ROOT_REFUSAL = classify_failure(
-    Signals(stderr="--dangerously-skip-permissions cannot be used with root/sudo privileges "
-                   "for security reasons", exit_status=1))[0]
+    assert attempt.classification is Classification.MISCONFIGURED
 
 
 def test_the_cli_versions_are_the_pinned_ones_when_ci_says_so() -> None:

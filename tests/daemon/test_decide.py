@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from lane_runner.board.model import BlockKind, Outcome
+from lane_runner.providers import Classification
 from lane_runner.run.decide import Step, after_attempt
 
 
@@ -29,7 +30,7 @@ def decide(classification: str = "ok", structured: dict[str, Any] | None = None,
         accepted=True, verdict_reason="", turn=1, goal_turns=1, time_left=True, fell_back=False
     )
     arguments.update(overrides)
-    return after_attempt(classification, "why", structured, **arguments)
+    return after_attempt(Classification(classification), "why", structured, **arguments)
 
 
 def test_an_accepted_completed_result_is_committed() -> None:
@@ -42,12 +43,15 @@ def test_a_run_that_is_no_longer_ours_is_abandoned(classification: str) -> None:
     assert decide(classification, result()).step is Step.ABANDON
 
 
-@pytest.mark.parametrize("classification", ["capacity", "auth", "stalled", "unusable"])
+@pytest.mark.parametrize(
+    "classification", ["capacity", "auth", "stalled", "misconfigured", "unusable"]
+)
 def test_an_unavailable_provider_falls_back_once(classification: str) -> None:
-    assert decide(classification).step is Step.FALLBACK
+    decision = decide(classification)
+    assert decision.step is Step.FALLBACK and not decision.count_failure
 
 
-@pytest.mark.parametrize("classification", ["capacity", "auth", "stalled"])
+@pytest.mark.parametrize("classification", ["capacity", "auth", "stalled", "misconfigured"])
 def test_every_provider_unavailable_means_a_cooldown_not_a_failure(classification: str) -> None:
     decision = decide(classification, fell_back=True)
     assert decision.step is Step.COOLDOWN
@@ -114,3 +118,9 @@ def test_too_little_runtime_for_another_turn_says_so() -> None:
         structured=result("incomplete", "half"), accepted=False, goal_turns=3, time_left=False
     )
     assert decision.step is Step.BLOCK and "too little runtime left" in decision.reason
+
+
+def test_every_classification_has_a_decision() -> None:
+    """The match is exhaustive (mypy holds it statically, tests/test_static.py)."""
+    for classification in Classification:
+        assert decide(classification.value).step in Step

@@ -12,6 +12,7 @@ import pytest
 from journal import Journal, LinuxFS
 from lane_runner import config
 from lane_runner.board.model import NewTask, Outcome, Status
+from lane_runner.router import health
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services, build
 from tests.harness import BOARD, Lane
@@ -117,6 +118,28 @@ def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
     assert "worker_user" in notes
 
 
+def test_a_cli_that_refuses_the_runners_argv_is_misconfigured_not_the_tasks_failure(
+    services: Services, lane: Lane
+) -> None:
+    """An older codex without a flag the runner passes: marked in provider health with
+    the CLI's words, the task falls back to claude and spends none of its budget."""
+    refusing = lane.root / "old-codex"
+    refusing.write_text(
+        "#!/bin/sh\n"
+        "echo \"error: unexpected argument '--dangerously-bypass-hook-trust' found\" >&2\n"
+        "exit 2\n"
+    )
+    refusing.chmod(0o755)
+    services.binaries["codex"] = refusing
+    task = lane.add("old codex", assignee="cli-codex-low")
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert (report.step, report.provider) == ("committed", "claude")
+    assert lane.board.get_task(task.id).failure_count == 0
+    recorded = health.read_health(lane.home.provider_health, "codex")
+    assert recorded is not None and recorded.misconfigured
+    assert recorded.reason == "error: unexpected argument '--dangerously-bypass-hook-trust' found"
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_nul_in_the_worker_answer_still_commits(
     lane: Lane, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, backend: str
@@ -159,6 +182,7 @@ MESSAGE = {"type": "item.completed", "item": {"id": "i0", "type": "agent_message
 FAKE_CODEX = """#!/bin/sh
 # codex-shaped, in plain sh (the worker user cannot reach this runner's Python):
 # edits the workspace it is given with -C, then answers.
+[ "$1" = "--version" ] && { echo "codex-cli 0.171.0 (a test double)"; exit 0; }
 cat >/dev/null
 while [ $# -gt 0 ]; do
   [ "$1" = "-C" ] && workspace="$2"

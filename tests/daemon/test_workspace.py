@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -190,3 +191,51 @@ def test_the_branch_rule_agrees_with_git_itself(board: str, task: str) -> None:
         ["git", "check-ref-format", "--branch", name], capture_output=True, check=False
     )
     assert workspace.git_accepts(name) == (git_says.returncode == 0), name
+
+
+def test_a_hanging_git_is_killed_with_what_it_started(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every git call has a deadline; the whole session goes, not only git."""
+    import time
+
+    monkeypatch.setattr(workspace, "GIT_TIMEOUT", 0.5)
+    pid_file = tmp_path / "hang.pid"
+    done = workspace._git("-c", f"alias.hang=!echo $$ > {pid_file}; exec sleep 600", "hang",
+                          cwd=repo)
+    assert done.returncode != 0
+    assert "git -c" in done.stderr and "did not finish within 0.5 s: killed" in done.stderr
+    pid = int(pid_file.read_text())
+    for _ in range(100):  # the orphan is reaped by init a moment after the kill
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"git's child {pid} outlived the timeout")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running git as another user needs root")
+def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
+    """Not "is not a git repository": git's own reason, and the two fixes."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="lane-runner-dubious-"))
+    try:
+        base.chmod(0o755)
+        source = base / "repo"
+        source.mkdir()
+        git("init", "-q", "-b", "main", cwd=source)
+        git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty",
+            "-m", "i", cwd=source)
+        worktree = base / "wt"
+        with pytest.raises(workspace.WorkspaceError) as raised:
+            workspace.prepare(str(source), worktree, "lane/b/t", owner="nobody")
+        said = str(raised.value)
+        assert f"detected dubious ownership in repository at '{source}'" in said
+        assert f"chown -R nobody {source}" in said and "safe.directory" in said
+        assert "git init" not in said and not worktree.exists()
+    finally:
+        shutil.rmtree(base)

@@ -198,3 +198,17 @@ def test_json_lines_carry_the_run_context() -> None:
     assert (first["board"], first["task"], first["run"]) == ("work", "t1", 7)
     assert "timestamp" in first
     assert second["board"] == "other" and "task" not in second
+
+
+def test_doctor_reports_a_provider_the_runner_found_misconfigured() -> None:
+    from lane_runner.router.health import ProviderHealth
+
+    said = "Error: --json-schema is not a valid JSON Schema: no schema with key or ref"
+    refused = ProviderHealth("claude", "unavailable", True, said, 1000.0, misconfigured=True)
+    check = doctor.health_verdict(refused, 1060.0)
+    assert check is not None and check.level is doctor.Level.FAIL and said in check.detail
+    logged_out = ProviderHealth("claude", "unavailable", False, "Not logged in", 1000.0)
+    assert doctor.health_verdict(logged_out, 1060.0) is None  # listed, not a failure
+    busy = ProviderHealth("codex", "unavailable", True, "usage limit", 1000.0)
+    assert doctor.health_verdict(busy, 1060.0) is None
+    assert doctor.health_verdict(refused, 1000.0 + 13 * 3600) is None  # stale

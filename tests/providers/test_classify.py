@@ -182,11 +182,38 @@ def test_claude_session_in_use_is_collision() -> None:
     assert attempt.classification is Classification.SESSION_COLLISION
 
 
-def test_claude_root_refusal_is_a_clear_failure() -> None:
+def test_claude_root_refusal_is_a_misconfiguration() -> None:
     stderr = "--dangerously-skip-permissions cannot be used with root/sudo privileges for security"
     attempt = judge("claude", [], status=1, stderr=stderr)
-    assert attempt.classification is Classification.FAILED
+    assert attempt.classification is Classification.MISCONFIGURED
     assert "root/sudo" in attempt.reason
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "error: unexpected argument '--bogus' found\n\nUsage: codex exec [OPTIONS] [PROMPT]",
+        "error: a value is required for '--model <MODEL>' but none was supplied",
+        "error: invalid value 'x' for '--sandbox <SANDBOX_MODE>'",
+        "error: unknown option '--bogus'",
+        "error: option '--model <model>' argument missing",
+        "Error: --json-schema is not a valid JSON Schema: no schema with key or ref \"x\"",
+        "Error: --json-schema is not valid JSON: JSON Parse error: Expected '}'",
+        "Error: Settings file not found: /etc/x.json",
+    ],
+)
+def test_a_refused_invocation_is_a_misconfiguration(stderr: str) -> None:
+    attempt = judge("codex", [], status=2, stderr=stderr)
+    assert attempt.classification is Classification.MISCONFIGURED
+    assert attempt.reason == stderr.splitlines()[0]
+
+
+def test_a_strict_mode_warning_is_not_a_refusal() -> None:
+    """Claude warns and goes on; what ended the run (here the login) is the verdict."""
+    stderr = 'strict mode: missing type "array" for keyword "maxItems" at "#/then" (strictTypes)'
+    lines = [json.dumps({"type": "result", "subtype": "success", "is_error": True,
+                         "result": "Not logged in · Please run /login"})]
+    assert judge("claude", lines, status=1, stderr=stderr).classification is Classification.AUTH
 
 
 def test_killed_by_signal_and_plain_failures() -> None:

@@ -117,7 +117,7 @@ def test_root_guard_refuses_like_the_real_claude_without_a_declared_sandbox(
     request = make_request("claude")
     request.env.pop("IS_SANDBOX")
     attempt = run_attempt(request)
-    assert attempt.classification is Classification.FAILED
+    assert attempt.classification is Classification.MISCONFIGURED
     assert "root/sudo" in attempt.reason
 
 

@@ -143,3 +143,24 @@ def test_unreadable_entry_is_unknown_and_logged(tmp_path, caplog, plant):
     with caplog.at_level(logging.WARNING, logger="lane_runner.router.health"):
         assert read_all(tmp_path) == []
     assert "unreadable" in caplog.text
+
+
+def test_a_misconfigured_provider_is_excluded_with_the_clis_words(tmp_path):
+    said = "error: unexpected argument '--bogus' found"
+    record_failure(tmp_path, "codex", "misconfigured", said, now=NOW)
+    recorded = read_health(tmp_path, "codex")
+    assert recorded is not None and recorded.misconfigured and recorded.authenticated
+    assert recorded.fresh(NOW + FRESH_SECONDS + 1)  # nobody fixes a host within minutes
+    assert not recorded.fresh(NOW + AUTH_FRESH_SECONDS + 1)
+    excluded = excluded_provider([recorded], NOW + 60)
+    assert excluded == ("codex", f"is misconfigured ({said}; checked 1 min ago)")
+    assert record_success(tmp_path, "codex", now=NOW + 90)
+    assert read_health(tmp_path, "codex").misconfigured is False
+
+
+def test_a_file_without_the_misconfigured_field_reads_as_before(tmp_path):
+    (tmp_path / "claude.json").write_text(json.dumps({
+        "provider": "claude", "state": "unavailable", "authenticated": False,
+        "reason": "Not logged in", "checked_at": NOW}))
+    recorded = read_health(tmp_path, "claude")
+    assert recorded is not None and recorded.misconfigured is False

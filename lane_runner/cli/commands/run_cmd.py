@@ -14,7 +14,7 @@ from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.service import recovery
 from lane_runner.service.lock import HomeLock
-from lane_runner.service.services import build
+from lane_runner.service.services import build, preflight
 
 EXIT_PENDING = 3
 
@@ -67,8 +67,9 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 def run_recover(args: argparse.Namespace) -> int:
     cfg = load_config(args)
+    binaries = preflight(cfg)  # a bad configuration leaves the home untouched
     with HomeLock(Home(cfg.home).lock_file, "recover"):
-        services = build(cfg)
+        services = build(cfg, binaries)
         try:
             result = recovery.recover(services)
         finally:
