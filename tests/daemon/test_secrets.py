@@ -139,7 +139,8 @@ def test_doctor_probes_a_cli_with_the_workers_environment_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cli = tmp_path / "codex"
-    cli.write_text('#!/bin/sh\necho "$(env | cut -d= -f1 | sort | tr "\\n" " ")"\n')
+    # Answers --version as codex does (doctor checks it is codex), then its environment.
+    cli.write_text('#!/bin/sh\necho "codex-cli 0.0.0 $(env | cut -d= -f1 | sort | tr "\\n" " ")"\n')
     cli.chmod(0o755)
     monkeypatch.setenv("LANE_RUNNER_BOARD_URL", f"postgresql://u:{BOARD_PASSWORD}@db/x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cloud")
