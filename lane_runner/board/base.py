@@ -211,6 +211,8 @@ class HostedBoard(Protocol):
 
     def worker_context(self, task_id: str) -> str: ...
     def prepare_workspace(self, task_id: str) -> Path: ...
+    def lane_counts(self, default_assignee: str) -> dict[str, int]:
+        """``counts`` of the tasks this runner would serve: the host's own stay out."""
 
 
 class Store(Protocol):

@@ -78,6 +78,15 @@ def test_serves_every_live_board_or_the_configured_ones(
         only.board("default")
 
 
+def test_a_bare_hermes_url_serves_the_home_hermes_itself_uses(
+    hermes_home: HermesHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HERMES_KANBAN_HOME", raising=False)  # restored after, though pinned
+    monkeypatch.setenv("HERMES_HOME", str(hermes_home.path))
+    store = HermesStore("hermes://")
+    assert store.home == hermes_home.path.resolve() and store.board_slugs() == ["default"]
+
+
 def test_task_commands_are_read_only(hermes_store: HermesStore) -> None:
     task_id = add(hermes_store, "t", assignee="cli-auto")
     for attempt in (

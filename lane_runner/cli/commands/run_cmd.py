@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.base import BoardUnavailable, HostedBoard
 from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
@@ -47,7 +47,12 @@ def _idle(daemon: Daemon) -> bool:
         return False
     try:
         for slug in daemon.services.store.board_slugs():
-            counts = daemon.services.store.board(slug).counts()
+            board = daemon.services.store.board(slug)
+            counts = (
+                board.lane_counts(daemon.cfg.default_assignee)
+                if isinstance(board, HostedBoard)
+                else board.counts()
+            )
             if counts.get("ready", 0) or counts.get("running", 0):
                 return False
     except BoardUnavailable:
