@@ -204,12 +204,13 @@ class Daemon:
             self.pending_finalizations += 1
             return
         try:
-            self.services.store.board(run.board).reclaim(
-                run.id,
-                redact.text(f"worker crashed: {reason}"),
-                Outcome.FAILED,
-                count_failure=True,
-            )
+            with self.services.resting.use(run.board):
+                self.services.store.board(run.board).reclaim(
+                    run.id,
+                    redact.text(f"worker crashed: {reason}"),
+                    Outcome.FAILED,
+                    count_failure=True,
+                )
         except BoardUnavailable as error:
             log.warning("cannot hand back crashed run %s now (%s); its lease will", run.id, error)
 
@@ -312,11 +313,15 @@ class Daemon:
         return True
 
     def _claim_from(self, slug: str) -> Claim | None:
+        """A claim on ``slug``, or None; a board that is unavailable rests (``service/resting``)."""
         try:
-            board = self.services.store.board(slug)
-            return board.claim(
-                self.services.node, self.services.cfg.lease_ttl, self.services.cfg.default_assignee
-            )
+            with self.services.resting.use(slug):
+                board = self.services.store.board(slug)
+                return board.claim(
+                    self.services.node,
+                    self.services.cfg.lease_ttl,
+                    self.services.cfg.default_assignee,
+                )
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
             return None

@@ -4,6 +4,9 @@ The supervisor owns the clocks (heartbeat, maximum runtime, stall) and the
 streams; what an event *means* is the adapter's business, handed in as
 ``on_event``. Pipes are read with ``os.read`` on a selector, never
 ``readline``, so a child that prints half a line and hangs cannot block us.
+The pipe loop never waits on the board either: heartbeats run on their own
+thread beside it (``_Heartbeat``), and the loop only looks whether the lease
+was lost.
 """
 
 from __future__ import annotations
@@ -81,12 +84,54 @@ def overdue(clocks: Clocks, limits: Limits, now: float) -> tuple[Classification,
 
 
 def _next_wake(clocks: Clocks, limits: Limits, now: float) -> float:
-    due = min(
-        limits.deadline,
-        clocks.last_event + limits.stall_timeout,
-        clocks.last_heartbeat + limits.heartbeat_interval,
-    )
+    due = min(limits.deadline, clocks.last_event + limits.stall_timeout)
     return max(0.0, min(limits.tick, due - now))
+
+
+class _Heartbeat:
+    """Renews the lease every ``heartbeat_interval`` on its own thread, beside the pipe loop.
+
+    A renewal waits on the board (at most the board's wait budget, board/retry.py).
+    In the pipe loop that wait would stop the CLI's output from being read and
+    would age the stall clock; here it only delays the next renewal. The loop
+    looks at ``lost`` on every turn.
+    """
+
+    def __init__(
+        self,
+        renew: Callable[[], bool],
+        interval: float,
+        clocks: Clocks,
+        report: Callable[[], None],
+    ) -> None:
+        self.lost = threading.Event()
+        self._renew = renew
+        self._interval = interval
+        self._clocks = clocks
+        self._report = report
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._clocks.last_heartbeat = time.monotonic()
+            try:
+                alive = self._renew()
+            except Exception:  # noqa: BLE001 - the run stops as lease-lost; nothing is hidden
+                log.exception("heartbeat failed; treating the lease as lost")
+                alive = False
+            if not alive:
+                self.lost.set()
+                return
+            self._report()
 
 
 def user_ids(run_as: str | None) -> dict[str, Any]:
@@ -216,7 +261,13 @@ class Supervisor:
         self._report(clocks, process.pid)
         stdout_fd, stderr_fd = process.stdout.fileno(), process.stderr.fileno()
         splitters = {stdout_fd: LineSplitter(), stderr_fd: LineSplitter()}
-        with selectors.DefaultSelector() as selector:
+        heartbeat = _Heartbeat(
+            self._heartbeat,
+            self._limits.heartbeat_interval,
+            clocks,
+            lambda: self._report(clocks, None),
+        )
+        with selectors.DefaultSelector() as selector, heartbeat:
             for fd in splitters:
                 os.set_blocking(fd, False)
                 selector.register(fd, selectors.EVENT_READ)
@@ -238,7 +289,7 @@ class Supervisor:
                 if exited_at is None and process.poll() is not None:
                     exited_at = now
                 if stopped is None and exited_at is None:
-                    stopped = self._check(clocks, now)
+                    stopped = self._check(clocks, now, heartbeat.lost)
                     if stopped:
                         self._log.note(f"stopping: {stopped[1]}")
                 if give_up_at is None and (
@@ -271,18 +322,14 @@ class Supervisor:
                     refreshed = now
         return stopped
 
-    def _check(self, clocks: Clocks, now: float) -> tuple[Classification, str] | None:
+    def _check(
+        self, clocks: Clocks, now: float, lease_lost: threading.Event
+    ) -> tuple[Classification, str] | None:
         if self._cancel is not None and self._cancel.is_set():
             return Classification.CANCELLED, "cancelled by runner shutdown"
-        verdict = overdue(clocks, self._limits, now)
-        if verdict:
-            return verdict
-        if now - clocks.last_heartbeat >= self._limits.heartbeat_interval:
-            clocks.last_heartbeat = now
-            if not self._heartbeat():
-                return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
-            self._report(clocks, None)
-        return None
+        if lease_lost.is_set():
+            return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
+        return overdue(clocks, self._limits, now)
 
     def _report(self, clocks: Clocks, pid: int | None) -> None:
         if self._on_progress is not None:

@@ -89,18 +89,30 @@ def _holds_result(services: Services, run: Run) -> bool:
 def rescue_expired(
     services: Services, active: Collection[int], now: float | None = None
 ) -> list[RunRef]:
-    """Return runs whose lease ran out to ``ready`` (outcome ``expired``, not a failure)."""
-    rescued = []
+    """Return runs whose lease ran out to ``ready`` (outcome ``expired``, not a failure).
+
+    A board that is unavailable is skipped, and rests (``service/resting.py``).
+    """
+    rescued: list[RunRef] = []
     for slug in services.store.board_slugs():
         try:
-            board = services.store.board(slug)
-            for run in board.expired_runs(now):
-                if run.id in active or (run.node == services.node and _holds_result(services, run)):
-                    continue
-                reason = f"lease of node {run.node} expired"
-                if board.reclaim(run.id, reason, Outcome.EXPIRED):
-                    log.info("rescued %s/%s run %s: %s", slug, run.task_id, run.id, reason)
-                    rescued.append(RunRef(slug, run.task_id, run.id, reason))
+            with services.resting.use(slug):
+                rescued += _rescue_on(services, slug, active, now)
         except BoardUnavailable as error:
             log.warning("board %s unavailable while rescuing expired leases: %s", slug, error)
+    return rescued
+
+
+def _rescue_on(
+    services: Services, slug: str, active: Collection[int], now: float | None
+) -> list[RunRef]:
+    rescued = []
+    board = services.store.board(slug)
+    for run in board.expired_runs(now):
+        if run.id in active or (run.node == services.node and _holds_result(services, run)):
+            continue
+        reason = f"lease of node {run.node} expired"
+        if board.reclaim(run.id, reason, Outcome.EXPIRED):
+            log.info("rescued %s/%s run %s: %s", slug, run.task_id, run.id, reason)
+            rescued.append(RunRef(slug, run.task_id, run.id, reason))
     return rescued

@@ -23,6 +23,7 @@ from lane_runner.home import Home
 from lane_runner.providers import claude, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service.activity import Activity
+from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class Services:
     settings_path: Path
     cancel: threading.Event = field(default_factory=threading.Event)
     activity: Activity = field(default_factory=Activity)
+    resting: Resting = field(default_factory=Resting)
     slots: ProviderSlots = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,12 +58,13 @@ class Services:
     def commit(self, record: TerminalRecord) -> CommitResult:
         """The journal's board-commit callback: the exact-run completion on the record's board."""
         try:
-            outcome = self.store.board(record.board).complete(
-                record.run_id,
-                record.result,
-                record.summary,
-                {**record.metadata, "journal_digest": record.digest},
-            )
+            with self.resting.use(record.board):
+                outcome = self.store.board(record.board).complete(
+                    record.run_id,
+                    record.result,
+                    record.summary,
+                    {**record.metadata, "journal_digest": record.digest},
+                )
         except BoardUnavailable as error:
             log.warning("board %s unavailable; finalization waits: %s", record.board, error)
             return CommitResult.PENDING
@@ -70,9 +73,10 @@ class Services:
     def make_retryable(self, board: str, task_id: str, run_id: int, reason: str) -> None:
         """The journal's callback for an untrusted pending record: that exact run is retried."""
         try:
-            self.store.board(board).reclaim(
-                run_id, f"untrusted journal entry: {reason}", Outcome.FAILED
-            )
+            with self.resting.use(board):
+                self.store.board(board).reclaim(
+                    run_id, f"untrusted journal entry: {reason}", Outcome.FAILED
+                )
         except BoardUnavailable as error:
             log.warning("cannot make %s/%s run %s retryable now: %s", board, task_id, run_id, error)
 

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,31 @@ def test_lease_loss_kills_the_whole_tree(make_request: RequestFactory, provider:
     pids = _logged_pids(req.log_path)
     assert not [pid for pid in pids if _alive(pid)]
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "zombies left unreaped"
+
+
+def test_a_heartbeat_that_waits_does_not_stop_the_stream(make_request: RequestFactory) -> None:
+    """The first heartbeat returns only once the CLI's output has reached the task log.
+
+    A heartbeat made inside the pipe loop would wait for reads that only that loop
+    makes: it would give up after ``PATIENCE`` and the run would end as lease-lost.
+    """
+    patience = 30.0  # a fail-safe for the wrong implementation, not a timing bound
+    req = make_request("codex", prompt="[sim:slow:0.05:8] x")
+
+    def streamed() -> bool:
+        return req.log_path.exists() and b"still working (6/8)" in req.log_path.read_bytes()
+
+    def heartbeat() -> bool:
+        give_up = time.monotonic() + patience
+        while not streamed():
+            if time.monotonic() > give_up:
+                return False
+            time.sleep(0.01)
+        return True
+
+    attempt = run_attempt(replace(req, heartbeat=heartbeat, heartbeat_interval=0.01))
+    assert attempt.classification is not Classification.LEASE_LOST, attempt.reason
+    assert streamed()
 
 
 def test_deadline_times_out(make_request: RequestFactory) -> None:
