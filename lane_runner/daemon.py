@@ -303,9 +303,10 @@ class Daemon:
             extra=logs.about(run["board"], run["task_id"], run["run_id"]),
         )
         try:
-            self.services.store.board(run["board"]).comment(
-                run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
-            )
+            with self.services.resting.use(run["board"]):
+                self.services.store.board(run["board"]).comment(
+                    run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
+                )
         except BoardUnavailable as error:
             log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
             return False
