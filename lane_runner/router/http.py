@@ -1,9 +1,12 @@
 """The HTTP model router client (docs/ARCHITECTURE.md §3.5).
 
 One pooled ``httpx.Client`` per daemon carries every routing and judging
-request. Connection errors, timeouts and 5xx answers are retried a bounded
-number of times with jittered backoff (the router may be restarting); a 4xx is
-the router refusing the request, so asking again cannot help.
+request, and each call runs under one deadline (``deadline.within``).
+Connection errors, timeouts, 408, 429 and 5xx answers are retried a bounded
+number of times with jittered backoff while the deadline allows (the router may
+be restarting); any other 4xx is the router refusing the request, so asking
+again cannot help. Whatever the HTTP client raises becomes a ``RoutingError``
+with a cause: nothing from here may crash a worker.
 """
 
 from __future__ import annotations

@@ -199,3 +199,14 @@ def test_a_static_policy_without_a_model_for_the_effort_blocks(lane, monkeypatch
         services.close()
     assert report.step == "block" and "codex_models.high" in report.reason
     assert lane.board.get_task(task.id).block_kind is BlockKind.CAPABILITY
+
+
+def test_doctor_with_a_broken_router_prints_a_failed_check_not_a_traceback(
+    lane: Lane, server: ScriptedRouter
+) -> None:
+    server.reply(body=b"not gzip", headers={"content-encoding": "gzip"})
+    lane.write_config(router_url=server.url, router_timeout=5)
+    done = lane.cli("doctor")
+    assert done.returncode == 1
+    assert "DecodingError" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
