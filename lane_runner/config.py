@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lane_runner import redact
+from lane_runner import files, redact
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, is_lane_assignee, is_model_name
@@ -367,6 +367,7 @@ KEYS_BY_NAME = {key.name: key for key in KEYS}
 #: Keys a running daemon reads once, at start: the board store and its failure limit,
 #: the worker user its home was opened for, the metrics listener. A reload (SIGHUP)
 #: keeps their running values and says so; every other key takes effect at once.
+MAX_CONFIG_BYTES = 1 << 20
 RESTART_KEYS = ("board_url", "hermes_boards", "failure_limit", "worker_user", "metrics_port")
 
 
@@ -414,11 +415,16 @@ def _parse(key: Key, raw: Any, where: str) -> Any:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
+    """The settings in ``path``; {} when absent (a FIFO or link there is moved aside)."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        data = files.read(path, MAX_CONFIG_BYTES)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise UsageError(f"{path} is over {MAX_CONFIG_BYTES} bytes; is it the right file?")
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text; fix or remove it") from None
     except tomllib.TOMLDecodeError as error:
         raise UsageError(f"{path} is not valid TOML: {error}; fix or remove it") from None
     except OSError as error:

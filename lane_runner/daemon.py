@@ -200,7 +200,7 @@ class Daemon:
     def _fail_crashed(self, claim: Claim, reason: str) -> None:
         """A worker thread died: count a failure unless its result is safe in the journal."""
         run = claim.run
-        if self.services.journal.has_pending(run.board, run.task_id, run.id):
+        if self.services.holds_result(run.board, run.task_id, run.id):
             self.pending_finalizations += 1
             return
         try:

@@ -7,11 +7,16 @@ and creates the directories with private modes. It decides nothing else.
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from journal.pin import kind_of
+from lane_runner import files
 from lane_runner.names import check_name
+
+NODE_ID_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,29 @@ class Home:
         return self.root / "paused.json"
 
     def ensure(self) -> None:
-        """Create the home and its top-level directories (0700) if missing."""
-        for path in (self.root, self.boards, self.lanes, self.provider_health):
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Create the home and its top-level directories (0700) if missing.
+
+        ``files.UnsafePath`` when one of them is a symbolic link or not a directory:
+        the runner would otherwise write its state wherever the link points.
+        """
+        for path in (self.root, self.boards, self.lanes, self.logs, self.provider_health):
+            files.ensure_directory(path)
+
+    def unsafe_directories(self) -> list[str]:
+        """Each directory of the home that is a link or not a directory, with what it is.
+
+        ``journal verify``, ``status`` and ``doctor`` report these instead of reading
+        through them (docs/ARCHITECTURE.md §3.1).
+        """
+        found = []
+        tops = (self.boards, self.lanes, self.logs, self.provider_health, self.worktrees)
+        for path in tops:
+            found += _not_a_directory(path)
+        for parent in (self.lanes, self.logs, self.worktrees):
+            if parent.is_dir() and not parent.is_symlink():
+                for entry in sorted(parent.iterdir()):
+                    found += _not_a_directory(entry)
+        return found
 
     def admit_worker(self) -> None:
         """Let a worker user reach its worktrees and the result schema, by name only.
@@ -89,17 +114,27 @@ class Home:
         """This runner's stable identity; created once, then read (claims are owned by it)."""
         path = self.root / "node-id"
         try:
-            return path.read_text(encoding="utf-8").strip()
+            return files.read(path, NODE_ID_BYTES).decode("utf-8", "replace").strip()
         except FileNotFoundError:
             pass
         self.ensure()
         candidate = f"{os.uname().nodename}-{uuid.uuid4().hex[:12]}"
         temporary = path.with_name(f".node-id.{os.getpid()}")
-        temporary.write_text(candidate + "\n", encoding="utf-8")
+        files.write(temporary, (candidate + "\n").encode())
         try:
             os.link(temporary, path)  # never replaces an identity another process just wrote
         except FileExistsError:
             pass
         finally:
             temporary.unlink()
-        return path.read_text(encoding="utf-8").strip()
+        return files.read(path, NODE_ID_BYTES).decode("utf-8", "replace").strip()
+
+
+def _not_a_directory(path: Path) -> list[str]:
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return []
+    if stat.S_ISDIR(mode):
+        return []
+    return [f"{path} is a {kind_of(mode)}, not a directory"]

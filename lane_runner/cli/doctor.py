@@ -260,6 +260,15 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
             )
         ]
     checks = [mode_verdict(home.root, st, os.geteuid(), cfg.worker_user)]
+    checks += [
+        Check(
+            "home directories",
+            Level.FAIL,
+            problem,
+            "move it aside; lane-runner recreates the directory (it never follows a link)",
+        )
+        for problem in home.unsafe_directories()
+    ]
     checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
     checks.append(_noreplace(home))
     return checks

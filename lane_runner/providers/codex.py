@@ -9,13 +9,18 @@ or the final failure text; they never count as progress.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+from lane_runner import files
 from lane_runner.providers.model import ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 
+log = logging.getLogger(__name__)
+
 UNKNOWN_THREAD = "no rollout found for thread id"
+MAX_RESULT_FILE_BYTES = 1 << 20
 
 
 def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> list[str]:
@@ -79,7 +84,18 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
 def file_result(result_file: Path) -> dict[str, Any] | None:
     """The ``-o`` file's result object: the authoritative answer when present."""
     try:
-        text = result_file.read_text(encoding="utf-8", errors="replace")
+        # The worker may own this directory: a link or FIFO there is moved aside, not read.
+        data = files.read(result_file, MAX_RESULT_FILE_BYTES)
     except FileNotFoundError:
         return None
-    return result_object(text)
+    except OSError as error:
+        log.warning(
+            "codex result file %s unreadable, the stream's answer stands: %s", result_file, error
+        )
+        return None
+    if len(data) > MAX_RESULT_FILE_BYTES:
+        log.warning(
+            "codex result file %s exceeds %d bytes; ignored", result_file, MAX_RESULT_FILE_BYTES
+        )
+        return None
+    return result_object(data.decode("utf-8", "replace"))

@@ -12,19 +12,21 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from lane_runner import files
+
 
 class TaskLog:
     def __init__(self, path: Path, rotate_bytes: int, keep: int = 3) -> None:
         self.path = path
         self._rotate_bytes = max(rotate_bytes, 1)
         self._keep = keep
-        path.parent.mkdir(parents=True, exist_ok=True)
+        files.ensure_directory(path.parent)
         self._file: BinaryIO = self._open()
         self._size = self._file.tell()
 
     def _open(self) -> BinaryIO:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        return os.fdopen(fd, "ab")
+        # A link or FIFO planted at the log's name is moved aside, never followed or waited on.
+        return os.fdopen(files.open_append(self.path), "ab")
 
     def write_line(self, line: bytes, prefix: bytes = b"") -> None:
         size = len(prefix) + len(line) + 1

@@ -11,11 +11,7 @@ be read or trusted counts as "unknown" (never as a reason to crash or to exclude
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import stat
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -24,6 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
+from lane_runner import files
 from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.router.route import bounded
 
@@ -151,22 +148,12 @@ def inspect(directory: Path, provider: str) -> tuple[ProviderHealth | None, Prob
     """
     path = health_file(directory, provider)
     try:
-        # O_NOFOLLOW: a symlink planted in the state directory is not ours to trust;
-        # O_NONBLOCK: a FIFO planted there must not block the daemon.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        # A link or FIFO planted in the state directory is moved aside, never followed.
+        data, status = files.read_entry(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return None, None
     except OSError as error:
         return None, Problem(path, f"unreadable: {error.strerror}")
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            return None, Problem(path, "unreadable: not a regular file")
-        data = os.read(descriptor, MAX_FILE_BYTES + 1)
-    except OSError as error:
-        return None, Problem(path, f"unreadable: {error.strerror}")
-    finally:
-        os.close(descriptor)
     try:
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
@@ -219,27 +206,5 @@ def record_success(directory: Path, provider: str, now: float | None = None) -> 
 
 
 def _write(path: Path, health: ProviderHealth) -> None:
-    write_atomic(path, orjson.dumps(asdict(health), option=orjson.OPT_INDENT_2))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never a torn one."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):  # already gone: nothing left to clean up
-            os.unlink(temporary)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    path.parent.mkdir(mode=files.PRIVATE_DIR, parents=True, exist_ok=True)
+    files.write(path, orjson.dumps(asdict(health), option=orjson.OPT_INDENT_2))

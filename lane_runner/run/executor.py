@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from journal import Document, FinalizeOutcome
-from lane_runner import redact
+from lane_runner import files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
@@ -105,7 +105,7 @@ class RunExecutor:
             self.run.id,
             error,
         )
-        if self.s.journal.has_pending(self.task.board, self.task.id, self.run.id):
+        if self.s.holds_result(self.task.board, self.task.id, self.run.id):
             self._note_waiting_result()
             return self._report("pending", f"result kept in the journal despite: {error}")
         return self._cooldown(f"state directory error: {error}", "storage")
@@ -350,9 +350,7 @@ class RunExecutor:
         """The end of the task's provider log: what a restarted task's last provider said."""
         path = self.s.home.log_file(self.task.board, self.task.id)
         try:
-            with path.open("rb") as log_file:
-                log_file.seek(max(0, path.stat().st_size - size))
-                return log_file.read().decode("utf-8", "replace")
+            return files.read_tail(path, size).decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
 
@@ -437,8 +435,8 @@ class RunExecutor:
             workspace=worktree,
             schema_path=self.s.schema_path,
             settings_path=self.s.settings_path,
-            result_file=self._provider_result_file(n),
-            retry_result_file=None if retry is None else self._provider_result_file(retry),
+            result_file=self._fresh_result_file(n),
+            retry_result_file=None if retry is None else self._fresh_result_file(retry),
             session_id=self.state.sessions.get(provider),
             resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
@@ -470,6 +468,16 @@ class RunExecutor:
         if self.s.cfg.worker_user:
             return self.s.home.worktree(self.task.board, self.task.id).parent / f".{name}"
         return self.lanes_dir / name
+
+    def _fresh_result_file(self, n: int) -> Path:
+        """Attempt ``n``'s result file name, cleared of anything planted there: the CLI
+        must not write through a link or block on a FIFO, and no stale answer is read."""
+        path = self._provider_result_file(n)
+        try:
+            files.clear(path)
+        except OSError as error:  # the attempt still runs: the stream's answer stands
+            log.warning("cannot clear %s before the attempt: %s", path, error)
+        return path
 
     def _drop_worker_files(self, *attempts: int | None) -> None:
         if not self.s.cfg.worker_user:

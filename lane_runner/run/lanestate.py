@@ -12,8 +12,6 @@ through the journal's atomic write at every step that matters for resume.
 from __future__ import annotations
 
 import logging
-import os
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ import orjson
 
 import schemas
 from journal import names as journal_names
+from lane_runner import files
 from lane_runner.run import cycling
 
 log = logging.getLogger(__name__)
@@ -132,7 +131,7 @@ def load(lanes_dir: Path, board: str, task_id: str, run_id: int) -> LaneState:
     """
     path = path_for(lanes_dir, task_id)
     try:
-        raw = _read_regular(path)
+        raw = files.read(path, MAX_BYTES)
     except FileNotFoundError:
         return LaneState(board, task_id, run_id)
     except OSError as error:
@@ -168,13 +167,3 @@ def cycling_tasks(lanes_root: Path) -> list[LaneState]:
                 found.append(state)
     return found
 
-
-def _read_regular(path: Path) -> bytes:
-    """Read a small regular file without following a link or blocking on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from filelock import FileLock, Timeout
 
+from lane_runner import files
 from lane_runner.errors import LaneRunnerError
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def _describe(holder: Holder | None, path: Path) -> str:
 def read_holder(path: Path) -> dict[str, Any] | None:
     """What the last holder wrote into the lock file (it may have died since)."""
     try:
-        document = orjson.loads(path.read_bytes()[:4096])
+        document = orjson.loads(files.read(path, 4096)[:4096])
     except (OSError, orjson.JSONDecodeError):
         return None
     return document if isinstance(document, dict) else None
@@ -88,6 +89,10 @@ class HomeLock:
 
     def __enter__(self) -> HomeLock:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # filelock opens the name with O_TRUNC and follows links: make sure a regular file
+        # of ours is there first (a planted link or FIFO is moved aside). The home is 0700,
+        # so nobody but this user can swap it back in between.
+        os.close(files.open_append(self.path))
         try:
             self._lock.acquire()
         except Timeout:

@@ -8,7 +8,6 @@ takes effect at the next turn without a signal).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from lane_runner.router.health import write_atomic
+from lane_runner import files
 
 MAX_BYTES = 64 * 1024
 
@@ -34,7 +33,7 @@ class Pause:
 def pause(path: Path, reason: str, by: str) -> Pause:
     """Pause (again): the newest reason wins, the file is replaced atomically."""
     record = Pause(reason, time.time(), by)
-    write_atomic(path, orjson.dumps(record.to_dict()))
+    files.write(path, orjson.dumps(record.to_dict()))
     return record
 
 
@@ -49,10 +48,11 @@ def resume(path: Path) -> bool:
 
 def read(path: Path) -> Pause | None:
     """The pause in force, or None. A file that cannot be parsed still pauses:
-    someone meant to pause, and claiming against their wish is the worse error."""
+    someone meant to pause, and claiming against their wish is the worse error. A link
+    or FIFO there is no pause anyone wrote with ``lane-runner pause``: it is moved aside
+    (``files.read``), never followed or waited on."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
-            data = handle.read(MAX_BYTES)
+        data = files.read(path, MAX_BYTES)[:MAX_BYTES]
     except FileNotFoundError:
         return None
     except OSError as error:

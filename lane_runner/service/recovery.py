@@ -83,7 +83,7 @@ def _reclaim_orphans(services: Services, slug: str) -> list[RunRef]:
 
 def _holds_result(services: Services, run: Run) -> bool:
     """A run whose accepted result is still in the journal stays claimed until it commits."""
-    return services.journal.has_pending(run.board, run.task_id, run.id)
+    return services.holds_result(run.board, run.task_id, run.id)
 
 
 def rescue_expired(

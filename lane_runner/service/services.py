@@ -70,6 +70,21 @@ class Services:
             return CommitResult.PENDING
         return CommitResult.COMMITTED if outcome.committed else CommitResult.STALE
 
+    def holds_result(self, board: str, task_id: str, run_id: int) -> bool:
+        """Whether the journal holds this run's accepted result, not yet on the board.
+
+        A board journal directory that cannot be opened (a link planted in its place, a
+        file) holds no result the runner may trust: False, so the run is handed back
+        rather than left running forever; ``journal verify`` and ``doctor`` name it.
+        """
+        try:
+            return self.journal.has_pending(board, task_id, run_id)
+        except OSError as error:
+            log.warning(
+                "journal of board %s unreadable (%s); run %s has no result", board, error, run_id
+            )
+            return False
+
     def make_retryable(self, board: str, task_id: str, run_id: int, reason: str) -> None:
         """The journal's callback for an untrusted pending record: that exact run is retried."""
         try:

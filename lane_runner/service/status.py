@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from lane_runner.router.health import write_atomic
+from lane_runner import files
 from lane_runner.service.lock import Holder
 
 FORMAT = 1
@@ -42,7 +42,7 @@ class Publisher:
         """True when written; ``published_at`` is added here, so it never counts as a change."""
         if document == self._last or not self.due(now):
             return False
-        write_atomic(self.path, orjson.dumps({**document, "published_at": time.time()}))
+        files.write(self.path, orjson.dumps({**document, "published_at": time.time()}))
         self._last = document
         self._last_at = now
         return True
@@ -92,8 +92,7 @@ def document(
 def read(path: Path) -> dict[str, Any] | None:
     """The published document, or None when absent or unreadable (never trusted blindly)."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = files.read(path, MAX_BYTES)
         found = orjson.loads(data) if len(data) <= MAX_BYTES else None
     except (OSError, orjson.JSONDecodeError):
         return None

@@ -21,7 +21,7 @@ from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.cli import inspection
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import duration, print_json, print_table, timestamp
-from lane_runner.errors import NotFound, UsageError
+from lane_runner.errors import LaneRunnerError, NotFound, UsageError
 from lane_runner.home import Home
 
 STATES = (
@@ -72,6 +72,12 @@ def register(subparsers: Any) -> None:
 
 
 def _entries(home: Home, board: str | None) -> list[Entry]:
+    unsafe = home.unsafe_directories()
+    if unsafe:
+        raise LaneRunnerError(
+            "the journal is not read through links: " + "; ".join(unsafe)
+            + " (move each aside and let lane-runner recreate the directory)"
+        )
     try:
         return Journal(home.lanes).entries(board)
     except FileNotFoundError:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lane_runner import files
 from lane_runner.cli import transcript
 from lane_runner.cli.main import load_config
 from lane_runner.errors import NotFound, UsageError
@@ -52,6 +53,14 @@ def parts(path: Path) -> list[Path]:
     return [part for part in (*rotated, path) if part.exists()]
 
 
+def _open(path: Path) -> BinaryIO:
+    """A log part for reading; a link or special file there is named, never followed."""
+    try:
+        return files.open_reader(path)
+    except OSError as error:
+        raise NotFound(f"cannot read the log {path}: {error.strerror or error}") from None
+
+
 def _emit(data: bytes, raw: bool) -> None:
     if raw:
         sys.stdout.buffer.write(data)
@@ -84,7 +93,7 @@ def _follow(path: Path, handle: BinaryIO, raw: bool) -> Iterator[None]:
                 rotated = False
             if rotated:
                 handle.close()
-                handle = path.open("rb")
+                handle = _open(path)
             yield
             time.sleep(FOLLOW_POLL)
     finally:
@@ -96,10 +105,11 @@ def show_logs(args: argparse.Namespace) -> int:
     path = log_path(home, args.task, args.board)
     *rotated, _live = parts(path)
     for part in rotated:
-        _emit(part.read_bytes(), args.raw)
+        with _open(part) as handle:
+            _emit(handle.read(), args.raw)
     # The live file is printed and followed through one handle, so nothing written
     # between printing it and following it can slip through.
-    live = path.open("rb")
+    live = _open(path)
     if not args.follow:
         with live:
             _emit(live.read(), args.raw)

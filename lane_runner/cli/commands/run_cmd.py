@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import time
 from typing import Any
 
 from lane_runner.board.base import BoardUnavailable, HostedBoard
+from lane_runner.board.model import Status
 from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
@@ -16,6 +19,8 @@ from lane_runner.service import recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
 
+log = logging.getLogger(__name__)
+
 EXIT_PENDING = 3
 
 
@@ -24,7 +29,8 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--until-idle",
         action="store_true",
-        help="exit once no task is ready or running (for batch use and tests)",
+        help="exit once no task is ready or running (for batch use and tests); tasks "
+        "cooling down after a capacity wait count as not ready, and are named at exit",
     )
     run.add_argument(
         "--dry-run",
@@ -42,21 +48,40 @@ def register(subparsers: Any) -> None:
 
 
 def _idle(daemon: Daemon) -> bool:
-    """Nothing ready or running anywhere; a board we cannot read might still have work."""
+    """Nothing ready or running anywhere; a board we cannot read might still have work.
+
+    A ready task cooling down (``next_attempt_at`` in the future) is not ready: a batch
+    would otherwise wait out every capacity cooldown, up to ``cooldown_max`` each.
+    """
     if daemon.workers or daemon.pending_finalizations:
         return False
+    now = time.time()
+    cooling: list[str] = []
     try:
         for slug in daemon.services.store.board_slugs():
             board = daemon.services.store.board(slug)
-            counts = (
-                board.lane_counts(daemon.cfg.default_assignee)
-                if isinstance(board, HostedBoard)
-                else board.counts()
-            )
-            if counts.get("ready", 0) or counts.get("running", 0):
+            if isinstance(board, HostedBoard):
+                # Another program's board: its ready tasks of other lanes are not ours to
+                # judge, so only this runner's lanes count, cooling down or not.
+                counts = board.lane_counts(daemon.cfg.default_assignee)
+                if counts.get("ready", 0) or counts.get("running", 0):
+                    return False
+                continue
+            counts = board.counts()
+            if counts.get("running", 0):
                 return False
+            if not counts.get("ready", 0):
+                continue
+            for task in board.list_tasks(Status.READY):
+                if task.next_attempt_at is None or task.next_attempt_at <= now:
+                    return False
+                cooling.append(f"{slug}/{task.id} ({task.next_attempt_at - now:.0f} s)")
     except BoardUnavailable:
         return False
+    if cooling:
+        log.info(
+            "idle: %d task(s) cooling down, not waited for: %s", len(cooling), ", ".join(cooling)
+        )
     return True
 
 

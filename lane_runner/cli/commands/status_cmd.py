@@ -46,8 +46,11 @@ def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
     return counts
 
 
-def _pending(home: Home) -> list[dict[str, Any]]:
-    """Accepted results not yet on their board: pending, prepared and staged records."""
+def _pending(home: Home, unsafe: list[str]) -> list[dict[str, Any]]:
+    """Accepted results not yet on their board: pending, prepared and staged records
+    (none listed while a directory of the home is a link: it is not read through)."""
+    if unsafe:
+        return []
     return [
         {"board": e.board, "task_id": e.task_id, "run_id": e.run_id, "state": e.kind}
         for e in Journal(home.lanes).entries()
@@ -72,6 +75,7 @@ def _cycling(home: Home) -> list[dict[str, Any]]:
 
 def collect(cfg: Config, now: float) -> dict[str, Any]:
     home = Home(cfg.home)
+    unsafe = home.unsafe_directories()
     view = status.judge(
         lock.holder(home.lock_file),
         lock.read_holder(home.lock_file),
@@ -106,9 +110,10 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             {**asdict(h), "fresh": h.fresh(now)} for h in health.read_all(home.provider_health)
         ],
         "boards": _board_counts(cfg),
-        "pending_finalizations": _pending(home),
+        "pending_finalizations": _pending(home, unsafe),
         "cycling": _cycling(home),
         "cooldown_limit": cfg.cooldown_limit,
+        "unsafe_directories": unsafe,
     }
 
 
@@ -148,6 +153,8 @@ def _print_controls(daemon: dict[str, Any]) -> None:
 
 
 def _print(document: dict[str, Any], now: float) -> None:
+    for problem in document["unsafe_directories"]:
+        print(f"warning: {problem}: not read through; move it aside (see 'lane-runner doctor')")
     daemon = document["daemon"]
     line = f"daemon: {daemon['state']}"
     if daemon["pid"] is not None:

@@ -1,0 +1,247 @@
+"""Files of the home and the worktrees, opened as if someone hostile planted them.
+
+The runner's own files (status.json, the configuration, lane state, provider
+health, task logs, the worker's result file, the node id, the lock's holder) sit
+in directories another process may write to: an operator's mistake, a worker
+user, an attacker. A symbolic link there must never be followed (as root the
+runner would overwrite or re-mode the target, or read it into board rows), and a
+FIFO or device must never be waited on (the daemon would block forever and then
+ignore SIGTERM). So every open here:
+
+- opens the parent directory ``O_DIRECTORY|O_NOFOLLOW`` and the name relative to it
+  (a symlinked ``lanes/<board>`` or ``provider-health`` is refused too);
+- adds ``O_NOFOLLOW|O_NONBLOCK`` and checks with ``fstat`` that it got a regular file;
+- moves a bad entry aside as ``<name>.aside-<kind>-<ns>`` with a warning, so the
+  next open finds the name free and nobody wonders where the file went.
+
+The journal does the same for its records with inode pinning (``journal/pin.py``);
+this module serves the files the journal does not own. Writes are atomic
+(a new private file, fsync, rename over the name, fsync the directory); rename
+replaces a planted link itself, never its target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from journal.pin import kind_of
+from lane_runner.errors import LaneRunnerError
+
+log = logging.getLogger(__name__)
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND_FLAGS = (
+    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+)
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: What open(2) answers for a symbolic link under O_NOFOLLOW (ELOOP), or a special
+#: file it cannot open as asked (ENXIO: a FIFO with no reader opened for writing).
+_REFUSED = frozenset({errno.ELOOP, errno.ENXIO, errno.EISDIR})
+
+
+class UnsafePath(LaneRunnerError, OSError):
+    """A directory on the way is a symbolic link or not a directory: nothing is opened.
+
+    An OSError to the code that opens files, and a LaneRunnerError to the command line,
+    which prints its one line instead of a traceback."""
+
+
+@contextlib.contextmanager
+def directory(path: Path) -> Iterator[int]:
+    """``path`` opened as a directory without following a link; UnsafePath when it is one."""
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(
+                error.errno,
+                f"{path} is a symbolic link or not a directory; lane-runner does not follow it: "
+                "move it aside and let lane-runner recreate the directory",
+            ) from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def move_aside(dir_fd: int, name: str, kind: str, where: Path) -> str:
+    """Rename entry ``name`` to ``<name>.aside-<kind>-<ns>`` and say so; the new name."""
+    aside = f"{name}.aside-{kind}-{time.time_ns()}"
+    os.rename(name, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    log.warning(
+        "%s is a %s, not a file lane-runner wrote: moved aside to %s (never followed or read)",
+        where / name,
+        kind,
+        aside,
+    )
+    return aside
+
+
+def _entry_kind(dir_fd: int, name: str) -> str:
+    try:
+        return kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return "missing"
+
+
+def _open_regular(
+    dir_fd: int, name: str, flags: int, where: Path, *, move_bad: bool = True
+) -> int:
+    """``name`` opened with ``flags`` when it is a regular file; a bad one is moved aside
+    and FileNotFoundError raised, so callers treat it as absent.
+
+    The entry is looked at first, so a device is never even opened; the flags and the
+    ``fstat`` after the open cover an entry swapped in between.
+    """
+    kind = _entry_kind(dir_fd, name)
+    if kind not in ("missing", "regular"):
+        if move_bad:
+            move_aside(dir_fd, name, kind, where)
+        raise FileNotFoundError(errno.ENOENT, f"{where / name} is a {kind}, not a file")
+    try:
+        fd = os.open(name, flags, PRIVATE_FILE, dir_fd=dir_fd)
+    except OSError as error:
+        kind = _entry_kind(dir_fd, name) if error.errno in _REFUSED else "regular"
+        if kind in ("missing", "regular"):
+            raise
+        if move_bad:
+            move_aside(dir_fd, name, kind, where)
+        raise FileNotFoundError(errno.ENOENT, f"{where / name} is a {kind}, not a file") from None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    kind = kind_of(mode)
+    if move_bad:
+        move_aside(dir_fd, name, kind, where)
+    raise FileNotFoundError(errno.ENOENT, f"{where / name} is a {kind}, not a file")
+
+
+def read(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of regular file ``path`` (so a caller can tell it is
+    too long). FileNotFoundError when absent, or when what was there was not a regular
+    file (moved aside); UnsafePath when its directory is a link."""
+    return read_entry(path, limit)[0]
+
+
+def read_entry(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
+    """``read``, with the ``fstat`` of the very file read (its mtime, its size)."""
+    with directory(path.parent) as dir_fd:
+        fd = _open_regular(dir_fd, path.name, _READ_FLAGS, path.parent)
+    try:
+        status = os.fstat(fd)
+        chunks: list[bytes] = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks), status
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: Path, size: int) -> bytes:
+    """The last ``size`` bytes of regular file ``path`` (same refusals as ``read``)."""
+    with directory(path.parent) as dir_fd:
+        fd = _open_regular(dir_fd, path.name, _READ_FLAGS, path.parent)
+    try:
+        end = os.fstat(fd).st_size
+        return os.pread(fd, size, max(0, end - size))
+    finally:
+        os.close(fd)
+
+
+def open_reader(path: Path) -> BinaryIO:
+    """Regular file ``path`` open for reading, for commands that only look: a bad entry
+    is refused (FileNotFoundError naming its kind) and left where it is."""
+    with directory(path.parent) as dir_fd:
+        fd = _open_regular(dir_fd, path.name, _READ_FLAGS, path.parent, move_bad=False)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def open_append(path: Path) -> int:
+    """A descriptor appending to regular file ``path`` (created 0600 if absent).
+
+    A link or special file found there is moved aside and a fresh file created.
+    """
+    with directory(path.parent) as dir_fd:
+        try:
+            fd = _open_regular(dir_fd, path.name, _APPEND_FLAGS, path.parent)
+        except FileNotFoundError:
+            fd = _open_regular(dir_fd, path.name, _APPEND_FLAGS, path.parent)
+    os.set_blocking(fd, True)  # a regular file: O_NONBLOCK only guarded the open
+    return fd
+
+
+def write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
+    """Replace ``path`` with ``data`` atomically: readers see the old file or the new one.
+
+    The new file is created private (``mode``, 0600 by default) next to the name,
+    fsynced, renamed over it (a link there is replaced, never followed), and the
+    directory fsynced. A directory planted at the name is moved aside first.
+    """
+    with directory(path.parent) as dir_fd:
+        temporary = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(temporary, _NEW_FLAGS, mode, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)  # the umask may have narrowed it
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _rename_over(dir_fd, temporary, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):  # never created or already renamed
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
+        os.fsync(dir_fd)
+
+
+def _rename_over(dir_fd: int, temporary: str, path: Path) -> None:
+    try:
+        os.rename(temporary, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        move_aside(dir_fd, path.name, "directory", path.parent)
+        os.rename(temporary, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def clear(path: Path) -> None:
+    """Free the name ``path`` for a file someone else will create: whatever is there
+    (a stale file, a link, a FIFO) is moved aside, never followed or opened."""
+    with directory(path.parent) as dir_fd:
+        kind = _entry_kind(dir_fd, path.name)
+        if kind != "missing":
+            move_aside(dir_fd, path.name, "stale" if kind == "regular" else kind, path.parent)
+
+
+def ensure_directory(path: Path, mode: int = PRIVATE_DIR) -> None:
+    """Create ``path`` and its missing parents with exactly ``mode`` (whatever the umask);
+    UnsafePath when it, or what is at its name, is a link or not a directory."""
+    missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    for directory_path in reversed(missing):
+        try:
+            os.mkdir(directory_path, mode)
+        except FileExistsError:
+            continue  # another process made it meanwhile: checked below like any other
+        os.chmod(directory_path, mode, follow_symlinks=False)
+    with directory(path):
+        return

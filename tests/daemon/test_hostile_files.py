@@ -1,0 +1,156 @@
+"""Files the runner did not create: a FIFO or a link planted at each name it opens.
+
+Each test plants the hostile thing where the daemon will read or write, then shows
+the daemon keeps serving (the task is done), nothing is followed (the link's
+target is untouched), nothing blocks (the daemon exits by itself), and the bad
+entry was moved aside under a name that says what it was.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lane_runner import config, files
+from lane_runner.board.model import NewTask, Status
+from tests.harness import BOARD, Lane
+
+TASK = "t-hostile"
+PRECIOUS = b"not the runner's\n"
+
+
+def planted_paths(lane: Lane) -> list[Path]:
+    """Every name the daemon opens for this task, in the home and beside the journal."""
+    home = lane.home
+    lanes = home.lane_dir(BOARD)
+    return [
+        home.status_file,
+        home.root / "node-id",
+        home.lock_file,
+        home.provider_health / "codex.json",
+        home.provider_health / "claude.json",
+        lanes / f"{TASK}.json",
+        lanes / f"{TASK}.run-1.provider-1.result.json",
+        home.log_file(BOARD, TASK),
+    ]
+
+
+def plant(path: Path, kind: str, target: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        os.symlink(target, path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_the_daemon_serves_through_hostile_files_and_moves_them_aside(
+    lane: Lane, tmp_path: Path, kind: str
+) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(PRECIOUS)
+    target.chmod(0o644)
+    paths = planted_paths(lane)
+    for path in paths:
+        plant(path, kind, target)
+    lane.board.add_task(
+        NewTask(
+            title="t",
+            body="do it",
+            id=TASK,
+            assignee="cli-codex-medium",
+            workspace=str(lane.repo),
+        )
+    )
+    daemon = lane.start("--until-idle")
+    assert daemon.wait(timeout=180) == 0, (lane.root / "daemon.log").read_text()[-3000:]
+    assert lane.board.get_task(TASK).status is Status.DONE
+    assert target.read_bytes() == PRECIOUS
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # never re-moded
+    for path in paths:
+        # Read or appended names were moved aside; status.json was renamed over (the
+        # link itself replaced), then withdrawn at the clean stop.
+        asides = list(path.parent.glob(f"{path.name}.aside-{kind}-*"))
+        assert len(asides) == (path != lane.home.status_file), path
+        assert not path.is_symlink() and not (path.exists() and stat.S_ISFIFO(path.stat().st_mode))
+        if kind == "symlink" and asides:
+            assert asides[0].is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_hostile_config_file_is_moved_aside_and_defaults_apply(tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(b"concurrency = 99\n")
+    plant(tmp_path / "config.toml", kind, target)
+    cfg = config.load(tmp_path, environ={})
+    assert cfg.sources["concurrency"] == "default"
+    assert list(tmp_path.glob(f"config.toml.aside-{kind}-*"))
+
+
+def test_a_symlinked_state_directory_is_refused_not_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "codex.json").write_bytes(PRECIOUS)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "provider-health").symlink_to(elsewhere)
+    with pytest.raises(files.UnsafePath):
+        files.read(home / "provider-health" / "codex.json", 1024)
+    with pytest.raises(files.UnsafePath):
+        files.write(home / "provider-health" / "codex.json", b"{}")
+    assert (elsewhere / "codex.json").read_bytes() == PRECIOUS
+
+
+def test_writes_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0)
+    try:
+        files.write(tmp_path / "state.json", b"{}")
+        files.ensure_directory(tmp_path / "logs" / BOARD)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "state.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700
+
+
+def test_a_symlinked_board_journal_is_reported_and_no_run_is_left_running(
+    lane: Lane, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    journal_dir = lane.home.lane_dir(BOARD)
+    if journal_dir.exists():
+        journal_dir.rmdir()
+    journal_dir.symlink_to(elsewhere)
+    task = lane.add("t", body="do it")
+    daemon = lane.start("--until-idle")
+    assert daemon.wait(timeout=180) == 0
+    log = (lane.root / "daemon.log").read_text()
+    assert "Traceback" not in log and "cooling down, not waited for" in log
+    back = lane.board.get_task(task.id)
+    assert back.status is Status.READY and back.failure_count == 0
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    verify = lane.cli("journal", "verify")
+    assert verify.returncode == 1 and f"{journal_dir} is a symlink" in verify.stderr
+    assert "Traceback" not in verify.stderr
+    shown = orjson.loads(lane.cli("status", "--json").stdout)
+    assert shown["unsafe_directories"] == [f"{journal_dir} is a symlink, not a directory"]
+    checks = orjson.loads(lane.cli("doctor", "--json").stdout)["checks"]
+    assert any(c["name"] == "home directories" and c["level"] == "fail" for c in checks)
+
+
+def test_a_symlinked_lanes_directory_stops_the_daemon_with_one_line(
+    lane: Lane, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    lane.home.lanes.rename(elsewhere)
+    lane.home.lanes.symlink_to(elsewhere)
+    done = lane.cli("run", "--until-idle")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{lane.home.lanes} is a symbolic link" in done.stderr
+    lane.home.lanes.unlink()  # the fixture's teardown needs the home whole again
+    elsewhere.rename(lane.home.lanes)
