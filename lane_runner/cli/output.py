@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -17,6 +18,19 @@ def timestamp(value: float | None) -> str | None:
     return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+#: C0 and C1 control characters but tab and newline: ESC starts terminal escape
+#: sequences (titles that retitle the window, clear the screen, fake a prompt), CR
+#: and BS overwrite what was printed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: every control character but tab and newline shown
+    as ``\\xNN``. Titles, bodies, reasons and CLI output come from other people and
+    models; human output passes them through here (``--json`` keeps them exact)."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def print_json(document: Any) -> None:
     sys.stdout.buffer.write(
         orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
@@ -26,7 +40,7 @@ def print_json(document: Any) -> None:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An aligned plain-text table; ``None`` prints as ``-``."""
-    cells = [[("-" if value is None else str(value)) for value in row] for row in rows]
+    cells = [[("-" if value is None else printable(str(value))) for value in row] for row in rows]
     widths = [len(header) for header in headers]
     for row in cells:
         for index, value in enumerate(row):

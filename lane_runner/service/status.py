@@ -10,6 +10,7 @@ its last file behind, and that file then describes nobody.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ import orjson
 
 from lane_runner import files
 from lane_runner.service.lock import Holder
+
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 MAX_BYTES = 1 << 20
@@ -34,17 +37,32 @@ class Publisher:
         self.interval = interval
         self._last: dict[str, Any] | None = None
         self._last_at = float("-inf")
+        self._failure: str | None = None
 
     def due(self, now: float) -> bool:
         return now - self._last_at >= self.interval
 
     def publish(self, document: dict[str, Any], now: float) -> bool:
-        """True when written; ``published_at`` is added here, so it never counts as a change."""
+        """True when written; ``published_at`` is added here, so it never counts as a change.
+
+        A file that cannot be written (a full disk, an unwritable home) is logged at
+        warning once until it works again, and tried again an interval later: status
+        is for people, and the loop and the watchdog must go on without it.
+        """
         if document == self._last or not self.due(now):
             return False
-        files.write(self.path, orjson.dumps({**document, "published_at": time.time()}))
-        self._last = document
         self._last_at = now
+        try:
+            files.write(self.path, orjson.dumps({**document, "published_at": time.time()}))
+        except OSError as error:
+            if self._failure != error.strerror:  # the message names a fresh temporary file
+                log.warning("cannot publish %s (status shows stale data): %s", self.path, error)
+            self._failure = error.strerror
+            return False
+        if self._failure is not None:
+            log.info("%s published again", self.path)
+            self._failure = None
+        self._last = document
         return True
 
     def withdraw(self) -> None:

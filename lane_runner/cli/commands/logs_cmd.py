@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 from lane_runner import files
 from lane_runner.cli import transcript
 from lane_runner.cli.main import load_config
+from lane_runner.cli.output import printable
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
@@ -68,7 +69,7 @@ def _emit(data: bytes, raw: bool) -> None:
         for line in data.decode("utf-8", "replace").splitlines():
             shown = transcript.render(line)
             if shown is not None:
-                sys.stdout.write(shown + "\n")
+                sys.stdout.write(printable(shown) + "\n")
     sys.stdout.flush()
 
 

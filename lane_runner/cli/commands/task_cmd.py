@@ -15,7 +15,7 @@ from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_BODY_BYTES
 from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
-from lane_runner.cli.output import print_json, print_table, timestamp
+from lane_runner.cli.output import print_json, print_table, printable, timestamp
 from lane_runner.errors import UsageError
 
 
@@ -210,7 +210,7 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
     fields["parents"] = ", ".join(task.parents) or None
     print_table(("field", "value"), list(fields.items()))
     if body:
-        print(f"\nbody:\n{body}")
+        print(f"\nbody:\n{printable(body)}")
     print("\nruns:")
     print_table(
         ("run", "node", "claimed", "lease expires", "ended", "outcome", "reason"),
@@ -230,7 +230,7 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
         ("at", "author", "comment"), [(timestamp(c.at), c.author, c.body) for c in comments]
     )
     print("\nresult:")
-    print("-" if result is None else _inline(result))
+    print("-" if result is None else printable(_inline(result)))
 
 
 def _inline(data: dict[str, Any]) -> str:
