@@ -78,6 +78,7 @@ def test_router_credentials_reach_no_log_reason_command_or_file(lane: Lane) -> N
     lane.wait(
         lambda: any(run.outcome is not None for run in lane.runs(task.id)),
         what="the routing failure to end a run",
+        timeout=240,
     )
     run = next(run for run in lane.runs(task.id) if run.outcome is not None)
     assert run.outcome is Outcome.RECLAIMED  # a cooldown, not a counted failure
@@ -117,6 +118,7 @@ def test_board_credentials_reach_no_log_command_or_file(lane: Lane, postgres_dat
     lane.wait(
         lambda: "routing failed" in lane.cli("task", "show", "--board", BOARD, task_id).stdout,
         what="the routing failure on the shared board",
+        timeout=240,
     )
     outputs = commands(lane, task_id)
     daemon.send_signal(signal.SIGTERM)
