@@ -320,7 +320,29 @@ class Supervisor:
                     # their token when the tree is killed.
                     tree.refresh()
                     refreshed = now
+            if stopped is None and exited_at is None:
+                stopped = self._await_exit(process, clocks, heartbeat.lost)
         return stopped
+
+    def _await_exit(
+        self, process: subprocess.Popen[bytes], clocks: Clocks, lease_lost: threading.Event
+    ) -> tuple[Classification, str] | None:
+        """Both pipes reached end-of-output but the CLI has not exited: wait for it.
+
+        End-of-output is not death: a CLI may print its answer, close stdout and stderr,
+        then exit 0 a moment later, and that answer counts. The limits still apply (the
+        stall clock, the lease, the runtime, a cancel), checked once a tick.
+        """
+        while process.poll() is None:
+            stopped = self._check(clocks, time.monotonic(), lease_lost)
+            if stopped:
+                self._log.note(f"stopping: {stopped[1]}")
+                return stopped
+            try:
+                process.wait(timeout=self._limits.tick)
+            except subprocess.TimeoutExpired:
+                continue
+        return None
 
     def _check(
         self, clocks: Clocks, now: float, lease_lost: threading.Event

@@ -249,3 +249,9 @@ def test_a_task_log_written_in_batches_equals_one_written_line_by_line(
 
 def _parts(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def test_a_cli_that_closes_its_output_then_exits_keeps_its_answer(tmp_path: Path) -> None:
+    """End-of-output is not death: the answer printed before the pipes closed counts."""
+    ended = _shell('echo answer; exec >&- 2>&-; sleep 1.5; exit 0', b"", tmp_path)
+    assert (ended.exit_status, ended.stopped, ended.tail.strip()) == (0, None, "answer")
