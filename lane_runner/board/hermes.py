@@ -564,7 +564,7 @@ class HermesBoard:
             error=error,
             metadata={rows.MARK: ours},
         )
-        payload = {"reason": reason, "outcome": outcome.value, "by": AUTHOR}
+        payload: dict[str, Any] = {"reason": reason, "outcome": outcome.value, "by": AUTHOR}
         if gave_up:
             payload["failures"] = failures
         self._kb._append_event(
@@ -609,7 +609,7 @@ def _completion_metadata(
     Hermes's ``build_worker_context`` and notifiers look; lane-runner's own facts
     (route, provider sessions, node, run and journal digest) under ``lane_runner``.
     """
-    metadata = {
+    metadata: dict[str, Any] = {
         key: result[key]
         for key in ("changed_files", "tests_run", "artifacts", "findings")
         if key in result

@@ -137,7 +137,8 @@ def run(row: Row, board: str, claimed_lock: str | None) -> Run:
 
 
 def _outcome(value: str | None) -> Outcome:
-    if value in Outcome.__members__.values():
+    """Ours when lane-runner ended the run (it recorded it), else Hermes's mapped."""
+    if value is not None and value in {o.value for o in Outcome}:
         return Outcome(value)
     return OUTCOMES.get(value or "", Outcome.FAILED)
 

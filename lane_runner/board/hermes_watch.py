@@ -1,17 +1,21 @@
 """Wake-ups for a Hermes home without polling its database.
 
 Hermes keeps each board in SQLite WAL mode, so every commit by anyone (the
-``hermes`` CLI, its gateway, its workers, other runners) appends to
-``kanban.db-wal`` beside ``kanban.db``. One inotify descriptor watches the
-directories holding those files (and the ones where new boards appear); a change
-counts when a database or WAL file's size or modification time moved, so writes
-to other files there (logs, board.json) do not wake the daemon. Where inotify is
-unavailable ``DirectoryWatch`` degrades to short sleeps and the stamps still decide.
+``hermes`` CLI, its gateway, its workers, other runners) writes ``kanban.db-wal``
+beside ``kanban.db``. One inotify descriptor watches the directories holding those
+files (and the ones where new boards appear). A write is not yet a visible commit
+(SQLite fsyncs the WAL before it publishes the commit), so after each write the
+watch looks at every board's ``PRAGMA data_version``, which changes once another
+connection's commit is visible, for up to ``SETTLE_LOOKS`` short delays. Writes to
+other files there (logs, board.json) change no version and wake nobody. Where
+inotify is unavailable ``DirectoryWatch`` degrades to short sleeps.
 """
 
 from __future__ import annotations
 
-import os
+import logging
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,28 +23,44 @@ from pathlib import Path
 from lane_runner.board.hermes_home import board_db
 from lane_runner.board.inotify import DirectoryWatch
 
-#: After a write is seen, how long SQLite may take to publish the commit (wal-index update).
-SETTLE_LOOKS, SETTLE_DELAY = 5, 0.005
-Stamp = tuple[tuple[str, ...], tuple[tuple[int, int] | None, ...]]
+log = logging.getLogger(__name__)
+
+#: After a write is seen, how long SQLite may take to publish the commit (fsync included).
+SETTLE_LOOKS, SETTLE_DELAY = 40, 0.005
+Stamp = tuple[tuple[str, ...], tuple[int | None, ...]]
 
 
 class HermesWatch:
     def __init__(self, home: Path, slugs: Callable[[], list[str]]) -> None:
         self._home = home
         self._slugs = slugs
+        self._lock = threading.Lock()
+        self._readers: dict[str, sqlite3.Connection] = {}
         self._stamp = self._take()
         self._watch = self._new_watch(self._stamp[0])
 
-    def _files(self, slugs: tuple[str, ...]) -> list[Path]:
-        files = []
-        for slug in slugs:
-            database = board_db(self._home, slug)
-            files += [database, database.with_name(database.name + "-wal")]
-        return files
+    def _version(self, slug: str) -> int | None:
+        """The board's ``data_version`` (None while it cannot be read: it is skipped)."""
+        try:
+            reader = self._readers.get(slug)
+            if reader is None:
+                uri = f"{board_db(self._home, slug).as_uri()}?mode=ro"
+                reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=0.1)
+                self._readers[slug] = reader
+            return int(reader.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as error:
+            log.debug("Hermes board %s not watchable now: %s", slug, error)
+            dropped = self._readers.pop(slug, None)
+            if dropped is not None:
+                dropped.close()
+            return None
 
     def _take(self) -> Stamp:
         slugs = tuple(self._slugs())
-        return slugs, tuple(_stat(path) for path in self._files(slugs))
+        with self._lock:
+            for gone in set(self._readers) - set(slugs):  # removed or archived by Hermes
+                self._readers.pop(gone).close()
+            return slugs, tuple(self._version(slug) for slug in slugs)
 
     def _new_watch(self, slugs: tuple[str, ...]) -> DirectoryWatch:
         kanban = self._home / "kanban"
@@ -78,11 +98,7 @@ class HermesWatch:
 
     def close(self) -> None:
         self._watch.close()
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        status = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return status.st_size, status.st_mtime_ns
+        with self._lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import redact
-from lane_runner.board.base import Board
+from lane_runner.board.base import Board, HostedBoard
 from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.home import Home
@@ -59,10 +59,15 @@ def preview(
         found.error = f"assignee {lane or '(none)'} is no cli-* lane: never claimed here"
         return found
     home = Home(cfg.home)
-    worktree = home.worktree(task.board, task.id)
+    hosted = isinstance(board, HostedBoard)
+    if isinstance(board, HostedBoard):  # the host (Hermes) writes the text, makes the workspace
+        worktree = Path(f"<Hermes workspace {task.workspace}>")
+        task_context = board.worker_context(task.id)
+    else:
+        worktree = home.worktree(task.board, task.id)
+        parents = [board.get_task(parent) for parent in task.parents]
+        task_context = contexts.task_context(task, parents, board.comments(task.id))
     found.workspace = str(worktree)
-    parents = [board.get_task(parent) for parent in task.parents]
-    task_context = contexts.task_context(task, parents, board.comments(task.id))
     exclusion = health.excluded_provider(health.read_all(home.provider_health), time.time())
     exclude, why = exclusion if exclusion else (None, None)
     if exclude:
@@ -86,7 +91,8 @@ def preview(
     found.argv = [redact.text(arg) for arg in argv]
     if task.workspace is None:
         found.notes.append("no workspace: the run would be blocked (capability)")
-    found.notes.append(f"branch {workspace.branch_name(task.board, task.id)}")
+    if not hosted:
+        found.notes.append(f"branch {workspace.branch_name(task.board, task.id)}")
     return found
 
 

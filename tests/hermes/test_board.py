@@ -407,3 +407,24 @@ def test_wait_for_change_wakes_on_a_hermes_cli_write_and_a_new_board(
     hermes_home.hermes("boards", "create", "second")
     assert hermes_store.wait_for_change(60)
     assert "second" in hermes_store.board_slugs()
+
+
+def test_a_wake_up_comes_once_the_commit_is_visible(hermes_store: HermesStore) -> None:
+    """SQLite writes the WAL, fsyncs it, then publishes the commit: waking at the first
+    write would find nothing to claim and leave the task to the one-second sweep."""
+    b = board(hermes_store)
+    for n in range(5):
+        while hermes_store.wait_for_change(0.2):
+            pass
+        seen: dict[str, Any] = {}
+
+        def waiter(seen: dict[str, Any] = seen) -> None:
+            seen["woke"] = hermes_store.wait_for_change(60)
+            seen["claim"] = b.claim(NODE, 60, "")
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.2)  # the waiter is blocked in the watch by now (or sees the commit at once)
+        add(hermes_store, f"t{n}", assignee="cli-auto")
+        thread.join()
+        assert seen["woke"] and seen["claim"] is not None, n
