@@ -19,6 +19,8 @@ from lane_runner.router.errors import Cause, RoutingError
 MODEL_PREFIXES = {"codex": "gpt-", "claude": "claude-"}
 MAX_REASON_CHARS = 2000
 _WHITESPACE = re.compile(r"\s+")
+# Control characters left after whitespace is folded (ESC starts terminal sequences).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,10 @@ def quoted(text: str, limit: int = 200) -> str:
 
 
 def bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:
-    """One line of at most ``limit`` characters: a router may send a rationale of any size."""
+    """One line of at most ``limit`` characters: a router may send a rationale of any size,
+    and its control characters (a terminal escape, a NUL) are shown escaped, not sent on."""
     line = _WHITESPACE.sub(" ", text).strip()
+    line = _CONTROL.sub(lambda match: f"\\x{ord(match.group(0)):02x}", line)
     if len(line) <= limit:
         return line
     return f"{line[:limit]}… [{len(line) - limit} more characters]"

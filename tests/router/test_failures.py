@@ -210,3 +210,10 @@ def test_doctor_with_a_broken_router_prints_a_failed_check_not_a_traceback(
     assert done.returncode == 1
     assert "DecodingError" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_routers_control_characters_never_reach_a_reason(server, router):
+    server.say("reject: \x1b[2J\x1b]0;owned\x07the tests\x00 fail")
+    verdict = router.judge(CONTEXT, "{}")
+    assert not verdict.accepted
+    assert verdict.reason == "\\x1b[2J\\x1b]0;owned\\x07the tests\\x00 fail"

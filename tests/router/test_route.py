@@ -119,5 +119,7 @@ def test_bounded_is_one_short_line(text):
     line = bounded(text)
     assert "\n" not in line and "\r" not in line
     assert len(line) <= MAX_REASON_CHARS + len("… [100000 more characters]")
-    if len(text) <= MAX_REASON_CHARS and text == " ".join(text.split()):
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line)  # no terminal control
+    plain = not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    if len(text) <= MAX_REASON_CHARS and text == " ".join(text.split()) and plain:
         assert line == text
