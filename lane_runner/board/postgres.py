@@ -329,12 +329,16 @@ class PostgresBoardDialect:
     def sql(self, statement: str) -> str:
         return pyformat(statement)
 
-    def lock_board(self, connection: AnyConnection) -> None:
+    def lock_board(self, connection: AnyConnection) -> float | None:
+        """The board's row, locked; and the server's clock, read in the same statement."""
         board = connection.execute(
-            "SELECT 1 FROM boards WHERE slug = %s FOR NO KEY UPDATE", (self.scope,)
+            "SELECT extract(epoch FROM clock_timestamp())::float8 AS now FROM boards "
+            "WHERE slug = %s FOR NO KEY UPDATE",
+            (self.scope,),
         ).fetchone()
         if board is None:
             raise NotFound(f"board {self.scope!r} no longer exists")
+        return float(board["now"]) if self._clock is None else self._clock()
 
     def next_run_id(self, connection: AnyConnection) -> int:
         row = connection.execute(

@@ -20,6 +20,7 @@ change no task and do not take it.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
@@ -45,6 +46,7 @@ from lane_runner.board.rows import Row, run_from_row, task_from_row
 from lane_runner.errors import NotFound, UsageError
 
 T = TypeVar("T")
+PICK_PAGE = 16  # ready tasks a claim reads at a time
 
 
 class Cursor(Protocol):
@@ -82,8 +84,12 @@ class Dialect(Protocol):
         (``UsageError``, ``NotFound``) rolls back and propagates unchanged.
         """
 
-    def lock_board(self, connection: Connection) -> None:
-        """Take the board's write lock for the rest of the transaction (NotFound: gone)."""
+    def lock_board(self, connection: Connection) -> float | None:
+        """Take the board's write lock for the rest of the transaction (NotFound: gone).
+
+        Returns the transition's time when the statement that took the lock could read
+        it too (one round trip fewer while the lock is held), else None.
+        """
 
     def next_run_id(self, connection: Connection) -> int:
         """The next run id of this board: larger than every id it handed out before."""
@@ -140,6 +146,7 @@ class SqlBoard:
         self.slug = slug
         self._dialect = dialect
         self._failure_limit = failure_limit
+        self._transition_time = threading.local()  # per thread: the transition it is in
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -162,14 +169,21 @@ class SqlBoard:
         """A write that may change tasks: under the board lock, taken before anything else."""
 
         def locked(connection: Connection) -> T:
-            self._dialect.lock_board(connection)
-            return work(connection)
+            self._transition_time.at = self._dialect.lock_board(connection)
+            try:
+                return work(connection)
+            finally:
+                self._transition_time.at = None
 
         return self._dialect.transaction(locked, write=True, notify=notify)
 
     def _now(self, connection: Connection) -> float:
-        """The time this transaction records (leases, events); the dialect decides whose clock."""
-        return self._dialect.now(connection)
+        """The time this transaction records (leases, events); the dialect decides whose clock.
+
+        In a transition, the time read with the board lock, when the dialect read one.
+        """
+        at: float | None = getattr(self._transition_time, "at", None)
+        return self._dialect.now(connection) if at is None else at
 
     # -- row access --------------------------------------------------------------
 
@@ -458,39 +472,54 @@ class SqlBoard:
                 return None
             task_id, assignee = picked
             run_id = self._dialect.next_run_id(connection)
-            self._q(
+            # RETURNING: the claim's rows come back with the writes, not in extra round
+            # trips while the board lock is held (every other runner's claim waits on it).
+            run = self._q(
                 connection,
                 "INSERT INTO runs (board, id, task_id, node, claimed_at, lease_expires_at, "
-                "heartbeat_at) VALUES (:board, :id, :task, :node, :now, :expires, :now)",
+                "heartbeat_at) VALUES (:board, :id, :task, :node, :now, :expires, :now) "
+                "RETURNING *",
                 id=run_id, task=task_id, node=node, now=now, expires=now + lease_ttl,
-            )
-            self._q(
+            ).fetchall()[0]
+            task = self._q(
                 connection,
                 "UPDATE tasks SET status = 'running', assignee = :assignee, "
-                "current_run_id = :run, updated_at = :now WHERE board = :board AND id = :id",
+                "current_run_id = :run, updated_at = :now WHERE board = :board AND id = :id "
+                "RETURNING *",
                 assignee=assignee, run=run_id, now=now, id=task_id,
-            )
+            ).fetchall()[0]
             self._event(connection, task_id, EventKind.CLAIMED, now, run_id, node=node)
-            return Claim(self._task(connection, task_id), self._run(connection, run_id))
+            parents = self._parents(connection, task_id)
+            return Claim(task_from_row(task, self.slug, parents), run_from_row(run, self.slug))
 
         return self._transition(work, notify=_changed)
 
     def _pick(
         self, connection: Connection, now: float, default_assignee: str
     ) -> tuple[str, str] | None:
-        """The first claimable task in priority-then-age order, and the assignee it runs under."""
-        candidates = self._q(
-            connection,
-            "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
-            "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
-            f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order}",
-            now=now,
-        )
-        for row in candidates:
-            assignee = rules.claim_assignee(row["assignee"], default_assignee)
-            if assignee is not None:
-                return row["id"], assignee
-        return None
+        """The first claimable task in priority-then-age order, and the assignee it runs under.
+
+        Read a page at a time: a board with thousands of ready tasks must not ship
+        them all to every claim (the first page nearly always holds the answer; only
+        tasks of other lanes make it read on).
+        """
+        offset = 0
+        while True:
+            page = self._q(
+                connection,
+                "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
+                "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
+                f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order} "
+                "LIMIT :limit OFFSET :offset",
+                now=now, limit=PICK_PAGE, offset=offset,
+            ).fetchall()
+            for row in page:
+                assignee = rules.claim_assignee(row["assignee"], default_assignee)
+                if assignee is not None:
+                    return row["id"], assignee
+            if len(page) < PICK_PAGE:
+                return None
+            offset += PICK_PAGE
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         def work(connection: Connection) -> bool:

@@ -238,7 +238,7 @@ class SqliteFile:
             self._lock.release()
 
     def lock_board(self, connection: Connection) -> None:
-        """Nothing to do: ``BEGIN IMMEDIATE`` took the file's write lock."""
+        """Nothing to do: ``BEGIN IMMEDIATE`` took the file's write lock (the time is ``now``)."""
 
     def next_run_id(self, connection: Connection) -> int:
         row = connection.execute(

@@ -180,6 +180,15 @@ def test_unassigned_tasks_take_the_default_assignee(board: Board) -> None:
     assert (taken.task.id, taken.task.assignee) == ("open", "cli-codex-high")
 
 
+def test_a_claim_reads_past_pages_of_other_lanes_tasks(board: Board) -> None:
+    """The claim reads ready tasks a page at a time (sql.PICK_PAGE): ours may sit pages in."""
+    for index in range(40):
+        board.add_task(NewTask(title=f"not ours {index}", priority=9))
+    board.add_task(NewTask(title="ours", id="ours", assignee="cli-claude-low"))
+    assert claim(board, default="").task.id == "ours"
+    assert board.claim(NODE, TTL, "") is None
+
+
 def test_run_ids_increase(board: Board) -> None:
     for index in range(3):
         board.add_task(NewTask(title=str(index)))
