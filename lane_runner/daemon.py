@@ -25,7 +25,7 @@ from journal import RetentionPolicy
 from lane_runner import config as configuration
 from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import Claim, Outcome
+from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.run.executor import RunExecutor, RunReport
 from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
@@ -240,7 +240,7 @@ class Daemon:
         if self.hold is not None:
             return
         free = free if room is None else min(free, room)
-        slugs = list(self.services.store.board_slugs())
+        slugs = self._open_boards()
         misses = 0
         while free > 0 and slugs and misses < len(slugs):
             slug = slugs[self.board_cursor % len(slugs)]
@@ -252,6 +252,22 @@ class Daemon:
             misses = 0
             free -= 1
             self._submit(claim)
+
+    def _open_boards(self) -> list[str]:
+        """The boards claims may come from: paused ones are skipped (``claim`` would refuse
+        them anyway, under the board lock), and when every board is paused, status says so."""
+        slugs = list(self.services.store.board_slugs())
+        open_slugs = [slug for slug in slugs if self._board_pause(slug) is None]
+        if slugs and not open_slugs:
+            self.hold = ("board_paused", f"every board is paused ({', '.join(slugs)})")
+        return open_slugs
+
+    def _board_pause(self, slug: str) -> BoardPause | None:
+        try:
+            return self.services.store.board(slug).paused()
+        except BoardUnavailable as error:
+            log.debug("board %s skipped: %s", slug, error)
+            return None  # its claim fails the same way and is skipped there
 
     def _held(self) -> tuple[str, str] | None:
         """Why nothing may be claimed now although slots are free: a pause, or memory."""
@@ -453,7 +469,7 @@ class Daemon:
         done, running = concurrent.futures.wait(list(self.workers), timeout=grace)
         if running:
             log.info("grace period over: terminating %d provider process trees", len(running))
-            self.services.cancel.set()
+            self.services.cancel_all()
             concurrent.futures.wait(running, timeout=max(10.0, grace))
         self._reap()
         self.pool.shutdown(wait=False, cancel_futures=True)

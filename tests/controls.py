@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from lane_runner.board.base import Board
-from lane_runner.board.model import Status, Task
+from lane_runner.board.model import BlockKind, Status, Task
 
 SLOW = "[sim:slow:0.2:10]"  # two seconds of steady provider events
 
@@ -32,6 +32,7 @@ class Site(Protocol):
     @property
     def board(self) -> Board: ...
     def lane_state(self, task_id: str) -> dict[str, Any]: ...
+    def live_workers(self) -> list[int]: ...
 
 
 def json_of(done: subprocess.CompletedProcess[str]) -> Any:
@@ -236,4 +237,94 @@ def dry_run_claims_nothing(site: Site) -> None:
     assert "t0ken-value" not in broken.stdout + broken.stderr
     assert site.board.runs(task.id) == [] and site.board.get_task(task.id).status is Status.READY
     assert site.cli("run", "--json").returncode == 2  # --json without --dry-run is a usage error
+    stop(daemon)
+
+
+# -- task stop --------------------------------------------------------------------------
+
+
+def _started(site: Site, task: Task) -> Callable[[], bool]:
+    """The task's provider process is running under the daemon."""
+
+    def check() -> bool:
+        runs = [r for r in status(site)["active"] if r["task_id"] == task.id]
+        return bool(runs) and runs[0]["pid"] is not None
+
+    return check
+
+
+def task_stop_ends_the_tree(site: Site, operator: Site) -> None:
+    """``operator`` is another shell of the same home, or another node of the same board."""
+    daemon = site.start()
+    slug = site.board.slug
+    task = site.add("going nowhere", body="[sim:hang]")
+    site.wait(_started(site, task), what="the hanging CLI to start")
+    assert site.live_workers()
+    stopped = json_of(operator.cli(
+        "task", "stop", task.id, "--board", slug, "--reason", "wrong approach", "--wait", "--json"
+    ))
+    run, shown = stopped["run"], stopped["task"]
+    assert run["outcome"] == "blocked" and "wrong approach" in run["reason"]
+    assert shown["status"] == "blocked" and shown["block_kind"] == "needs_input"
+    assert shown["failure_count"] == 0  # not a counted failure
+    site.wait(lambda: not site.live_workers(), what="the process tree to be gone")
+    kinds = [e.kind for e in site.board.events(task.id)]
+    assert "stop_requested" in kinds and kinds[-1] == "blocked"
+    refused = operator.cli("task", "stop", task.id, "--board", slug)
+    assert refused.returncode == 2 and "not running" in refused.stderr
+
+    again = site.add("to run later", body="[sim:hang]")
+    site.wait(_started(site, again), what="the second CLI to start")
+    json_of(site.cli("pause", "--json"))  # so the requeued task is not claimed at once
+    requeued = json_of(operator.cli(
+        "task", "stop", again.id, "--board", slug, "--requeue", "--wait", "--json"
+    ))
+    assert requeued["run"]["outcome"] == "reclaimed"
+    assert requeued["task"]["status"] == "ready" and requeued["task"]["failure_count"] == 0
+    site.wait(lambda: not site.live_workers(), what="the second tree to be gone")
+    assert site.cli("task", "stop", again.id, "--board", slug, "--timeout", "3").returncode == 2
+    stop(daemon)
+
+
+# -- board pause ------------------------------------------------------------------------
+
+
+def board_pause_holds_every_runner(site: Site, operator: Site) -> None:
+    slug = site.board.slug
+    daemon = site.start()
+    slow = site.add("running when the board is paused", body=SLOW)
+    site.wait(state_is(site, slow, Status.RUNNING), what="the slow task to start")
+    drained = json_of(operator.cli("pause", "--board", slug, "--reason", "db upgrade",
+                                   "--wait", "--json"))
+    assert drained["board"] == slug and drained["running"] == 0
+    assert site.board.get_task(slow.id).status is Status.DONE  # finished, not cut short
+    task = site.add("filed on the paused board")
+    site.wait(held(site, "board_paused"), what="the daemon to report the board's pause")
+    shown = status(site)
+    assert shown["boards"][slug]["paused"]["reason"] == "db upgrade"
+    assert "db upgrade" in site.cli("status").stdout
+    assert site.board.runs(task.id) == []
+    resumed = json_of(operator.cli("resume", "--board", slug, "--json"))
+    assert resumed["was_paused"] is True
+    site.wait(state_is(site, task, Status.DONE), what="the task after the board resumed")
+    stop(daemon)
+
+
+# -- per-task retry limit ---------------------------------------------------------------
+
+
+def max_retries_overrides_the_failure_limit(site: Site) -> None:
+    slug = site.board.slug
+    added = json_of(site.cli(
+        "task", "add", "--board", slug, "--title", "fails once", "--body", "[sim:crash]",
+        "--workspace", "repo", "--max-retries", "0", "--json",
+    ))
+    assert added["max_retries"] == 0
+    once = site.board.get_task(added["id"])
+    daemon = site.start()
+    site.wait(state_is(site, once, Status.BLOCKED), what="the task to give up")
+    shown = site.board.get_task(once.id)
+    assert shown.block_kind is BlockKind.GAVE_UP and len(site.board.runs(once.id)) == 1
+    bad = site.cli("task", "add", "--board", slug, "--title", "x", "--max-retries", "-1")
+    assert bad.returncode == 2 and "max retries" in bad.stderr
     stop(daemon)

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lane_runner.board.model import (
     BlockKind,
+    BoardPause,
     Claim,
     Comment,
     CompleteOutcome,
@@ -23,6 +24,7 @@ from lane_runner.board.model import (
     Outcome,
     Run,
     Status,
+    StopRequest,
     Task,
 )
 from lane_runner.errors import LaneRunnerError
@@ -194,6 +196,29 @@ class Board(Protocol):
 
     def expired_runs(self, now: float | None = None) -> list[Run]:
         """Open runs whose lease ended at or before ``now`` (default: the board's now)."""
+
+    # -- operator controls (docs/ARCHITECTURE.md §5) ----------------------------
+
+    def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
+        """Record a stop request on the task's current run (appends ``stop_requested``);
+        UsageError when the task is not running. Nothing else changes here: the owning
+        runner sees the request at its next heartbeat, kills the process tree and ends
+        the run with ``reason``, blocked (``needs_input``) or, with ``requeue``, ready;
+        never a counted failure. A later request replaces an earlier one."""
+
+    def stop_request(self, run_id: int) -> StopRequest | None:
+        """The stop requested for ``run_id``, while that run has not ended."""
+
+    def pause(self, reason: str, by: str) -> BoardPause:
+        """No runner claims from this board until ``resume``: ``claim`` answers None.
+        Takes the board lock, so no claim commits after the pause does. Running work is
+        not touched. Pausing again replaces the reason."""
+
+    def resume(self) -> bool:
+        """Lift the pause; True when there was one (other runners are told at once)."""
+
+    def paused(self) -> BoardPause | None:
+        """The pause in force, if any."""
 
     def close(self) -> None:
         """Release this board's own connections (a SQLite file's); the store stays usable."""

@@ -42,6 +42,7 @@ from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.hermes_watch import HermesWatch
 from lane_runner.board.model import (
     BlockKind,
+    BoardPause,
     Claim,
     Comment,
     CompleteOutcome,
@@ -50,6 +51,7 @@ from lane_runner.board.model import (
     Outcome,
     Run,
     Status,
+    StopRequest,
     Task,
 )
 from lane_runner.errors import NotFound, UsageError
@@ -60,6 +62,10 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 
 AUTHOR = "lane-runner"
+UNCONTROLLED = (
+    "a Hermes board has no lane-runner {what}: its tasks and dispatch are Hermes's. Use "
+    "'hermes kanban {command}', or 'lane-runner pause' to hold this runner"
+)
 READ_ONLY = (
     "lane-runner does not {what} on a Hermes board: Hermes owns its tasks. "
     "Use 'hermes kanban {command}'"
@@ -595,6 +601,24 @@ class HermesBoard:
             ]
 
         return self._call(work)
+
+    # -- operator controls: Hermes's own dispatcher has them -----------------------
+
+    def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
+        raise UsageError(UNCONTROLLED.format(what="stop", command=f"block {task_id}"))
+
+    def stop_request(self, run_id: int) -> StopRequest | None:
+        """Never any: Hermes's schema has no place for a stop request lane-runner could read."""
+        return None
+
+    def pause(self, reason: str, by: str) -> BoardPause:
+        raise UsageError(UNCONTROLLED.format(what="pause", command="dispatch settings"))
+
+    def resume(self) -> bool:
+        raise UsageError(UNCONTROLLED.format(what="resume", command="dispatch settings"))
+
+    def paused(self) -> BoardPause | None:
+        return None
 
     def close(self) -> None:
         """Nothing is held open between operations."""

@@ -47,6 +47,7 @@ class EventKind(StrEnum):
     PROMOTED = "promoted"
     UNBLOCKED = "unblocked"
     ARCHIVED = "archived"
+    STOP_REQUESTED = "stop_requested"
 
 
 class CompleteOutcome(StrEnum):
@@ -74,6 +75,26 @@ class Run:
     ended_at: float | None = None
     outcome: Outcome | None = None
     reason: str | None = None
+    stop: StopRequest | None = None
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """An operator asked for this run to end (``task stop``); its runner carries it out."""
+
+    reason: str
+    requeue: bool
+    """True: the task goes back to ready; False: it is blocked (needs_input)."""
+    at: float
+
+
+@dataclass(frozen=True)
+class BoardPause:
+    """Nothing on this board is claimed, by any runner, until it is resumed."""
+
+    reason: str
+    at: float
+    by: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,8 @@ class Task:
     failure_count: int
     created_at: float
     updated_at: float
+    max_retries: int | None = None
+    """Counted failures retried before the task is blocked gave_up; None: ``failure_limit``."""
 
 
 @dataclass(frozen=True)
@@ -143,3 +166,4 @@ class NewTask:
     workspace: str | None = None
     max_runtime: float | None = None
     goal_turns: int = 1
+    max_retries: int | None = None

@@ -57,8 +57,8 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BlockKind, Outcome, Status
+from lane_runner.board.sql import CONTROLS_STEP, Notify, SqlBoard, Work, pyformat, upgrade
 from lane_runner.board.sql import Connection as AnyConnection
-from lane_runner.board.sql import Notify, SqlBoard, Work, pyformat, upgrade
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name
 
@@ -184,6 +184,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX comments_task ON comments (board, task_id, id)",
     ),
+    CONTROLS_STEP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from lane_runner.board.model import BlockKind, Outcome, Run, Status, Task
+from lane_runner.board.model import BlockKind, Outcome, Run, Status, StopRequest, Task
 
 
 class Row(Protocol):
@@ -43,6 +43,7 @@ def task_from_row(row: Row, board: str, parents: tuple[str, ...]) -> Task:
         failure_count=row["failure_count"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        max_retries=row["max_retries"],
     )
 
 
@@ -58,4 +59,13 @@ def run_from_row(row: Row, board: str) -> Run:
         ended_at=row["ended_at"],
         outcome=Outcome(row["outcome"]) if row["outcome"] else None,
         reason=row["reason"],
+        stop=stop_from_row(row),
+    )
+
+
+def stop_from_row(row: Row) -> StopRequest | None:
+    if row["stop_requested_at"] is None:
+        return None
+    return StopRequest(
+        row["stop_reason"] or "", bool(row["stop_requeue"]), row["stop_requested_at"]
     )

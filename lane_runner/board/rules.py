@@ -85,6 +85,8 @@ def checked_task(new: NewTask) -> NewTask:
         raise UsageError(f"goal turns must be at least 1, not {new.goal_turns}")
     if new.max_runtime is not None and not new.max_runtime > 0:
         raise UsageError(f"max runtime must be more than 0 seconds, not {new.max_runtime:g}")
+    if new.max_retries is not None and not 0 <= new.max_retries <= MAX_RETRIES:
+        raise UsageError(f"max retries must be from 0 to {MAX_RETRIES}, not {new.max_retries}")
     return replace(
         new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
     )
@@ -164,6 +166,15 @@ def check_reclaim_outcome(outcome: Outcome) -> Outcome:
             f"a reclaim ends its run as one of {sorted(RECLAIM_OUTCOMES)}, not {outcome!r}"
         )
     return outcome
+
+
+MAX_RETRIES = 1000
+
+
+def failure_limit_of(max_retries: int | None, failure_limit: int) -> int:
+    """Counted failures a task may have before it is blocked: the task's own ``max_retries``
+    (retries after the first failure, so one more failure) overrides ``failure_limit``."""
+    return failure_limit if max_retries is None else max_retries + 1
 
 
 def gives_up(failure_count: int, failure_limit: int) -> bool:

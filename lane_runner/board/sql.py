@@ -31,6 +31,7 @@ from lane_runner.board import rules
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import (
     BlockKind,
+    BoardPause,
     Claim,
     Comment,
     CompleteOutcome,
@@ -40,9 +41,10 @@ from lane_runner.board.model import (
     Outcome,
     Run,
     Status,
+    StopRequest,
     Task,
 )
-from lane_runner.board.rows import Row, run_from_row, task_from_row
+from lane_runner.board.rows import Row, run_from_row, stop_from_row, task_from_row
 from lane_runner.errors import NotFound, UsageError
 
 T = TypeVar("T")
@@ -99,6 +101,24 @@ class Dialect(Protocol):
 
     def close(self) -> None:
         """Release what this board holds of the backend (its own connections, if any)."""
+
+
+#: The migration step of the operator controls, the same on every backend (portable
+#: DDL): a task's own retry limit, an operator's stop request on a run, and a board's
+#: pause. Each backend appends it to its own steps.
+CONTROLS_STEP: tuple[str, ...] = (
+    "ALTER TABLE tasks ADD COLUMN max_retries integer "
+    "CHECK (max_retries IS NULL OR max_retries >= 0)",
+    "ALTER TABLE runs ADD COLUMN stop_requested_at double precision",
+    "ALTER TABLE runs ADD COLUMN stop_reason text",
+    "ALTER TABLE runs ADD COLUMN stop_requeue integer",
+    """CREATE TABLE board_pauses (
+        board text PRIMARY KEY,
+        reason text NOT NULL,
+        at double precision NOT NULL,
+        paused_by text NOT NULL
+    )""",
+)
 
 
 @lru_cache(maxsize=256)
@@ -290,13 +310,13 @@ class SqlBoard:
             self._q(
                 connection,
                 "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
-                "workspace, max_runtime, goal_turns, created_at, updated_at) VALUES (:board, "
-                ":id, :title, :body, :status, :assignee, :priority, :workspace, :max_runtime, "
-                ":goal_turns, :now, :now)",
+                "workspace, max_runtime, goal_turns, max_retries, created_at, updated_at) "
+                "VALUES (:board, :id, :title, :body, :status, :assignee, :priority, :workspace, "
+                ":max_runtime, :goal_turns, :max_retries, :now, :now)",
                 id=task_id, title=new.title, body=new.body,
                 status=rules.initial_status(statuses).value, assignee=new.assignee,
                 priority=new.priority, workspace=new.workspace, max_runtime=new.max_runtime,
-                goal_turns=new.goal_turns, now=now,
+                goal_turns=new.goal_turns, max_retries=new.max_retries, now=now,
             )
             for position, parent in enumerate(new.parents):
                 self._q(
@@ -466,6 +486,8 @@ class SqlBoard:
             raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
 
         def work(connection: Connection) -> Claim | None:
+            if self._pause(connection) is not None:
+                return None  # under the board lock: no claim commits after a pause did
             now = self._now(connection)
             picked = self._pick(connection, now, default_assignee)
             if picked is None:
@@ -690,7 +712,8 @@ class SqlBoard:
             now = self._now(connection)
             self._end_run(connection, run_id, outcome, reason, now)
             failures = task["failure_count"] + count_failure
-            if count_failure and rules.gives_up(failures, self._failure_limit):
+            limit = rules.failure_limit_of(task["max_retries"], self._failure_limit)
+            if count_failure and rules.gives_up(failures, limit):
                 because = f"gave up after {failures} failures; last: {reason}"
                 self._set_blocked(connection, task["id"], because, BlockKind.GAVE_UP, failures, now)
                 self._event(
@@ -713,6 +736,82 @@ class SqlBoard:
             return True
 
         return self._transition(work, notify=_changed)
+
+    # -- operator controls -------------------------------------------------------
+
+    def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
+        """Ask the runner of the task's current run to end it (docs/ARCHITECTURE.md §5).
+
+        Only recorded here: the owning runner sees it at its next heartbeat, kills the
+        process tree and ends the run with ``reason`` (blocked, or ready with
+        ``requeue``), never as a counted failure. A newer request replaces an older one.
+        """
+        rules.check_text("stop reason", reason)
+
+        def work(connection: Connection) -> Run:
+            task = self._task(connection, task_id)
+            if task.status is not Status.RUNNING or task.current_run_id is None:
+                raise UsageError(f"task {task_id!r} is {task.status}, not running: nothing to stop")
+            now = self._now(connection)
+            self._q(
+                connection,
+                "UPDATE runs SET stop_requested_at = :now, stop_reason = :reason, "
+                "stop_requeue = :requeue WHERE board = :board AND id = :id",
+                now=now, reason=reason, requeue=int(requeue), id=task.current_run_id,
+            )
+            self._event(
+                connection, task_id, EventKind.STOP_REQUESTED, now, task.current_run_id,
+                reason=reason, requeue=requeue,
+            )
+            return self._run(connection, task.current_run_id)
+
+        return self._transition(work)
+
+    def stop_request(self, run_id: int) -> StopRequest | None:
+        """The stop asked for ``run_id`` while it is still running, if any (read at heartbeats)."""
+
+        def work(connection: Connection) -> StopRequest | None:
+            row = self._q(
+                connection,
+                "SELECT * FROM runs WHERE board = :board AND id = :id AND ended_at IS NULL",
+                id=run_id,
+            ).fetchone()
+            return None if row is None else stop_from_row(row)
+
+        return self._read(work)
+
+    def _pause(self, connection: Connection) -> BoardPause | None:
+        row = self._q(connection, "SELECT * FROM board_pauses WHERE board = :board").fetchone()
+        return None if row is None else BoardPause(row["reason"], row["at"], row["paused_by"])
+
+    def pause(self, reason: str, by: str) -> BoardPause:
+        """No runner claims from this board until ``resume``; running work goes on."""
+        rules.check_text("pause reason", reason)
+
+        def work(connection: Connection) -> BoardPause:
+            now = self._now(connection)
+            self._q(connection, "DELETE FROM board_pauses WHERE board = :board")
+            self._q(
+                connection,
+                "INSERT INTO board_pauses (board, reason, at, paused_by) "
+                "VALUES (:board, :reason, :now, :by)",
+                reason=reason, now=now, by=by,
+            )
+            return BoardPause(reason, now, by)
+
+        return self._transition(work)
+
+    def resume(self) -> bool:
+        """True when a pause was lifted; the runners are told, and claim at once."""
+
+        def work(connection: Connection) -> bool:
+            cursor = self._q(connection, "DELETE FROM board_pauses WHERE board = :board")
+            return cursor.rowcount > 0
+
+        return self._transition(work, notify=_changed)
+
+    def paused(self) -> BoardPause | None:
+        return self._read(self._pause)
 
     def running_runs(self, node: str | None = None) -> list[Run]:
         def work(connection: Connection) -> list[Run]:

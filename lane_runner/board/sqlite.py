@@ -33,7 +33,7 @@ from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.inotify import DirectoryWatch
 from lane_runner.board.model import BlockKind, Outcome, Status
-from lane_runner.board.sql import Connection, Notify, SqlBoard, Work, upgrade
+from lane_runner.board.sql import CONTROLS_STEP, Connection, Notify, SqlBoard, Work, upgrade
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name, is_valid_name
 
@@ -131,7 +131,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     tuple(
         f"ALTER TABLE {table} ADD COLUMN board TEXT NOT NULL DEFAULT ''"
         for table in ("tasks", "task_links", "runs", "events", "comments")
-    ),
+    ),    CONTROLS_STEP,
 )
 
 

@@ -20,7 +20,7 @@ from journal import Document, FinalizeOutcome
 from lane_runner import files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
-from lane_runner.board.model import BlockKind, Claim, Outcome, Run, Task
+from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
 from lane_runner.errors import NotFound
 from lane_runner.providers import (
     Attempt,
@@ -72,6 +72,8 @@ class RunExecutor:
         self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
         self.verdict: dict[str, Any] = {}  # the judge's word on the latest completed answer
         self.started = self.noted_at = time.monotonic()  # noted_at: progress_note_interval
+        self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
+        self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -90,6 +92,8 @@ class RunExecutor:
                 error,
             )
             return self._report("abandon", f"board unavailable: {error}")
+        finally:
+            self.s.forget_run(self.run.id)
 
     def _storage_failed(self, error: OSError) -> RunReport:
         """The home's disk is full or failing: not the task's fault, so not a counted failure.
@@ -126,7 +130,7 @@ class RunExecutor:
         except RoutingError as error:
             return self._routing_failed(error)
         if route is None:
-            return self._report("abandon", "lease lost or shutting down while waiting for a slot")
+            return self._abandon_wait()
         try:
             return self._work(prepared, task_context, route)
         finally:
@@ -152,6 +156,8 @@ class RunExecutor:
             self.turn_begun = True
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
             attempt = self._attempt(route, prompt, worktree, turn)
+            if self.stop is not None:
+                return self._stopped(self.stop)
             accepted, verdict = self._judge(task_context, attempt, turn)
             decision = decide.after_attempt(
                 attempt.classification,
@@ -197,7 +203,7 @@ class RunExecutor:
                 except RoutingError as error:
                     return self._routing_failed(error)
                 if admitted is None:
-                    return self._report("abandon", "lease lost or shutting down while waiting")
+                    return self._abandon_wait()
                 route = admitted
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
@@ -324,7 +330,7 @@ class RunExecutor:
                 self.s.activity.update(self.run.id, waiting_for=route.provider)
                 self._note(f"waiting for a {route.provider} slot (max_running_{route.provider})")
             slots.wait(min(self.s.cfg.heartbeat_interval, 1.0))
-            if self.s.cancel.is_set():
+            if self.cancel.is_set():
                 return None
             if time.monotonic() - beat >= self.s.cfg.heartbeat_interval:
                 beat = time.monotonic()
@@ -333,6 +339,27 @@ class RunExecutor:
         self.held = route.provider
         self.s.activity.update(self.run.id, waiting_for=None)
         return route
+
+    def _abandon_wait(self) -> RunReport:
+        """Waiting for a slot ended without one: an operator's stop, or the run is not ours."""
+        if self.stop is not None:
+            return self._stopped(self.stop)
+        return self._report("abandon", "lease lost or shutting down while waiting for a slot")
+
+    def _stopped(self, stop: StopRequest) -> RunReport:
+        """Carry out ``task stop``: the tree is already gone; end the run with the operator's
+        reason, back to ready or blocked, never as a counted failure."""
+        reason = f"stopped by an operator: {stop.reason}"
+        metrics.STOPS.labels(self.task.board).inc()
+        if stop.requeue:
+            self._guarded(
+                self.board.reclaim, self.run.id, reason, Outcome.RECLAIMED, count_failure=False
+            )
+        else:
+            self._guarded(
+                self.board.block, self.run.id, reason, BlockKind.NEEDS_INPUT, count_failure=False
+            )
+        return self._report("stopped", reason)
 
     def _release(self) -> None:
         if self.held is not None:
@@ -452,7 +479,7 @@ class RunExecutor:
             stall_timeout=self.s.cfg.stall_timeout,
             deadline=self.deadline,
             rotate_bytes=self.s.cfg.log_rotate_bytes,
-            cancel=self.s.cancel,
+            cancel=self.cancel,
             run_as=self.s.cfg.worker_user,
             on_progress=lambda progress: self.s.activity.progress(self.run.id, progress),
         )
@@ -509,6 +536,7 @@ class RunExecutor:
             self.lease_until = sent + self.s.cfg.lease_ttl
             self.s.activity.heartbeat(self.run.id)
             self._progress_note()
+            self._look_for_stop()
         return renewed
 
     def _progress_note(self) -> None:
@@ -525,6 +553,20 @@ class RunExecutor:
             f"{route.get('effort')} effort, goal turn {self.state.goal_turn}, "
             f"{now - self.started:.0f} s into the run"
         )
+
+    def _look_for_stop(self) -> None:
+        """An operator's ``task stop`` is stored on the board; each heartbeat looks for it,
+        so it works from any shell and any node. Seen: the process tree is ended."""
+        if self.stop is not None:
+            return
+        try:
+            self.stop = self.board.stop_request(self.run.id)
+        except BoardUnavailable as error:
+            log.debug("stop request of run %s not readable now: %s", self.run.id, error)
+            return
+        if self.stop is not None:
+            log.info("run %s: stop requested: %s", self.run.id, self.stop.reason)
+            self.cancel.set()
 
     def _judge(self, task_context: str, attempt: Attempt, turn: int) -> tuple[bool, str]:
         """Every completed answer passes the structural check (no blockers, a summary that

@@ -71,7 +71,10 @@ class Activity:
         """Record the supervisor's liveness readings (monotonic) as wall-clock times."""
         offset = time.time() - time.monotonic()
         event = None if progress.last_event is None else progress.last_event + offset
-        self.update(run_id, last_event_at=event, pid=progress.pid)
+        if progress.pid is None:  # later readings leave the pid the first one gave
+            self.update(run_id, last_event_at=event)
+        else:
+            self.update(run_id, last_event_at=event, pid=progress.pid)
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:

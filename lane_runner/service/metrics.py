@@ -102,6 +102,9 @@ STUCK_WARNINGS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+STOPS = Counter(
+    "lane_runner_stops", "Runs ended by an operator's task stop", ["board"], registry=REGISTRY
+)
 HOLD_REASONS = ("paused", "board_paused", "memory", "caps")
 
 

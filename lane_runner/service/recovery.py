@@ -17,7 +17,7 @@ from typing import Any
 
 from journal import RecoveryReport
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import Outcome, Run
+from lane_runner.board.model import BlockKind, Outcome, Run
 from lane_runner.service import leftovers
 from lane_runner.service.services import Services
 
@@ -112,6 +112,12 @@ def _rescue_on(
         if run.id in active or (run.node == services.node and _holds_result(services, run)):
             continue
         reason = f"lease of node {run.node} expired"
+        if run.stop is not None and not run.stop.requeue:
+            # An operator stopped it and its runner died before carrying that out.
+            reason = f"stopped by an operator: {run.stop.reason} ({reason})"
+            if board.block(run.id, reason, BlockKind.NEEDS_INPUT, count_failure=False):
+                rescued.append(RunRef(slug, run.task_id, run.id, reason))
+            continue
         if board.reclaim(run.id, reason, Outcome.EXPIRED):
             log.info("rescued %s/%s run %s: %s", slug, run.task_id, run.id, reason)
             rescued.append(RunRef(slug, run.task_id, run.id, reason))

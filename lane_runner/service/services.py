@@ -47,9 +47,28 @@ class Services:
     activity: Activity = field(default_factory=Activity)
     resting: Resting = field(default_factory=Resting)
     slots: ProviderSlots = field(init=False)
+    run_cancels: dict[int, threading.Event] = field(default_factory=dict)
+    """One event per running run: set by ``task stop`` for that run, by shutdown for all."""
 
     def __post_init__(self) -> None:
         self.slots = ProviderSlots(self._caps)
+
+    def run_cancel(self, run_id: int) -> threading.Event:
+        """The event that ends ``run_id``'s provider process; already set when shutting down."""
+        event = threading.Event()
+        self.run_cancels[run_id] = event
+        if self.cancel.is_set():
+            event.set()
+        return event
+
+    def forget_run(self, run_id: int) -> None:
+        self.run_cancels.pop(run_id, None)
+
+    def cancel_all(self) -> None:
+        """Shutdown: end every run's provider process, and any routing call in flight."""
+        self.cancel.set()
+        for event in list(self.run_cancels.values()):
+            event.set()
 
     def _caps(self) -> dict[str, int]:
         """The per-provider caps of the configuration in force (a reload changes them)."""

@@ -44,3 +44,15 @@ def test_stuck_runs_warn_once(site: Lane) -> None:
 
 def test_dry_run_claims_nothing(site: Lane) -> None:
     controls.dry_run_claims_nothing(site)
+
+
+def test_task_stop_from_another_shell(site: Lane) -> None:
+    controls.task_stop_ends_the_tree(site, site)
+
+
+def test_board_pause(site: Lane) -> None:
+    controls.board_pause_holds_every_runner(site, site)
+
+
+def test_max_retries(site: Lane) -> None:
+    controls.max_retries_overrides_the_failure_limit(site)

@@ -12,6 +12,7 @@ import pytest
 
 from lane_runner.board.model import NewTask, Task
 from lane_runner.board.sql import SqlBoard
+from lane_runner.service.leftovers import find as find_workers
 from tests import controls
 from tests.operator.test_commands import free_port
 
@@ -44,6 +45,9 @@ class PodSite:
     @property
     def board(self) -> SqlBoard:
         return self.fleet.board
+
+    def live_workers(self) -> list[int]:
+        return find_workers(self.pod.node)
 
     def lane_state(self, task_id: str) -> dict[str, Any]:
         path = self.pod.home.lane_dir(BOARD) / f"{task_id}.json"
@@ -84,3 +88,40 @@ def test_stuck_runs_warn_once(site: PodSite) -> None:
 
 def test_dry_run_claims_nothing(site: PodSite) -> None:
     controls.dry_run_claims_nothing(site)
+
+
+@pytest.fixture
+def other_node(fleet: Fleet) -> PodSite:
+    """Another runner's home on the same board: its CLI is the operator on another node."""
+    return PodSite(fleet, fleet.pod("pod-b"))
+
+
+def test_task_stop_from_another_node(site: PodSite, other_node: PodSite) -> None:
+    controls.task_stop_ends_the_tree(site, other_node)
+
+
+def test_board_pause_from_another_node(site: PodSite, other_node: PodSite) -> None:
+    controls.board_pause_holds_every_runner(site, other_node)
+
+
+def test_max_retries(site: PodSite) -> None:
+    controls.max_retries_overrides_the_failure_limit(site)
+
+
+def test_stop_of_a_dead_runners_task_is_honoured_by_the_rescue(
+    site: PodSite, other_node: PodSite
+) -> None:
+    site.start()
+    task = site.add("owner dies", body="[sim:hang]")
+    site.wait(lambda: bool(site.live_workers()), what="the hanging CLI")
+    site.pod.kill()  # the owner can no longer see the request
+    asked = controls.json_of(other_node.cli(
+        "task", "stop", task.id, "--board", BOARD, "--reason", "owner gone", "--json"
+    ))
+    assert asked["run"]["ended_at"] is None and asked["run"]["stop"]["reason"] == "owner gone"
+    daemon = other_node.start()
+    site.wait(lambda: site.board.get_task(task.id).status.value == "blocked",
+              what="the rescue to carry out the stop")
+    shown = site.board.get_task(task.id)
+    assert "owner gone" in (shown.block_reason or "") and shown.failure_count == 0
+    controls.stop(daemon)

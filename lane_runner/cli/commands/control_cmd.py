@@ -2,8 +2,9 @@
 
 A runner's pause is a file in its home (``service/pause.py``): the daemon sees it
 at the next turn of its loop, a restart keeps it, and running work goes on to
-its end. ``pause --wait`` is the drain: it returns once the daemon has seen the
-pause and runs nothing any more.
+its end. A board's pause (``--board``) is stored on the board, so every runner of
+a shared board stops claiming from it. ``pause --wait`` is the drain: it returns
+once nothing runs any more (on this runner, or on the board from any runner).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import argparse
 import getpass
 import os
 import time
+from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
+from lane_runner.board import open_store
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, timestamp
 from lane_runner.errors import LaneRunnerError, UsageError
@@ -32,9 +36,11 @@ def register(subparsers: Any) -> None:
     stop.add_argument("--reason", default="paused by an operator", help="shown in status")
     stop.add_argument("--wait", action="store_true", help="return once nothing runs (a drain)")
     stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    stop.add_argument("--board", help="pause this board for every runner (stored on the board)")
     add_json_flag(stop)
     stop.set_defaults(handler=pause_runner)
     go = subparsers.add_parser("resume", help="claim again after a pause")
+    go.add_argument("--board", help="resume this board for every runner")
     add_json_flag(go)
     go.set_defaults(handler=resume_runner)
 
@@ -49,25 +55,43 @@ def _who() -> str:
 def pause_runner(args: argparse.Namespace) -> int:
     if args.timeout is not None and (not args.wait or args.timeout <= 0):
         raise UsageError("--timeout needs --wait and a positive number of seconds")
-    home = Home(load_config(args).home)
-    home.ensure()
-    record = pause.pause(home.pause_file, args.reason, _who())
-    running = _drain(home, args.timeout) if args.wait else None
-    document = {"paused": True, **record.to_dict(), "at": timestamp(record.at), "running": running}
+    cfg = load_config(args)
+    if args.board:
+        with closing(open_store(cfg)) as store:
+            board = store.board(args.board)
+            found = board.pause(args.reason, _who())
+            running = _drain(lambda: board.counts()["running"], args.timeout) if args.wait else None
+        record = pause.Pause(found.reason, found.at, found.by)
+    else:
+        home = Home(cfg.home)
+        home.ensure()
+        record = pause.pause(home.pause_file, args.reason, _who())
+        running = _drain(lambda: _active(home), args.timeout) if args.wait else None
+    document = {
+        "paused": True,
+        "board": args.board,
+        **record.to_dict(),
+        "at": timestamp(record.at),
+        "running": running,
+    }
     if args.json:
         print_json(document)
     else:
-        print(f"runner paused: {record.reason}")
+        print(f"{_what(args.board)} paused: {record.reason}")
         if args.wait:
             print("drained: nothing running")
     return 0
 
 
-def _drain(home: Home, timeout: float | None) -> int:
-    """Wait until the daemon (if any) has seen the pause and runs nothing; returns 0."""
+def _what(board: str | None) -> str:
+    return f"board {board}" if board else "runner"
+
+
+def _drain(running: Callable[[], int | None], timeout: float | None) -> int:
+    """Wait until ``running`` says 0 (None: not known yet); returns 0."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        active = _active(home)
+        active = running()
         if active == 0:
             return 0
         if deadline is not None and time.monotonic() >= deadline:
@@ -93,10 +117,14 @@ def _active(home: Home) -> int | None:
 
 
 def resume_runner(args: argparse.Namespace) -> int:
-    home = Home(load_config(args).home)
-    lifted = pause.resume(home.pause_file)
-    if args.json:
-        print_json({"paused": False, "was_paused": lifted})
+    cfg = load_config(args)
+    if args.board:
+        with closing(open_store(cfg)) as store:
+            lifted = store.board(args.board).resume()
     else:
-        print("runner resumed" if lifted else "runner was not paused")
+        lifted = pause.resume(Home(cfg.home).pause_file)
+    if args.json:
+        print_json({"paused": False, "board": args.board, "was_paused": lifted})
+    else:
+        print(f"{_what(args.board)} {'resumed' if lifted else 'was not paused'}")
     return 0

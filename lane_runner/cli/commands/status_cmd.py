@@ -40,9 +40,17 @@ def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
     with closing(open_store(cfg)) as store:
         for slug in store.board_slugs():
             try:
-                counts[slug] = {"counts": store.board(slug).counts(), "error": None}
+                board = store.board(slug)
+                paused = board.paused()
+                counts[slug] = {
+                    "counts": board.counts(),
+                    "paused": None if paused is None else {
+                        "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
+                    },
+                    "error": None,
+                }
             except BoardError as error:
-                counts[slug] = {"counts": {}, "error": str(error)}
+                counts[slug] = {"counts": {}, "paused": None, "error": str(error)}
     return counts
 
 
@@ -225,9 +233,14 @@ def _print(document: dict[str, Any], now: float) -> None:
     statuses = sorted({name for board in boards.values() for name in board["counts"]})
     if boards:
         print_table(
-            ("board", *statuses, "error"),
+            ("board", *statuses, "paused", "error"),
             [
-                (slug, *(board["counts"].get(name, 0) for name in statuses), board["error"])
+                (
+                    slug,
+                    *(board["counts"].get(name, 0) for name in statuses),
+                    board["paused"]["reason"] if board["paused"] else None,
+                    board["error"],
+                )
                 for slug, board in boards.items()
             ],
         )

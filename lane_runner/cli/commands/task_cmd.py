@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from contextlib import closing, suppress
 from dataclasses import asdict
 from pathlib import Path
@@ -16,7 +17,13 @@ from lane_runner.board.rules import MAX_BODY_BYTES
 from lane_runner.cli import dryrun
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
-from lane_runner.errors import UsageError
+from lane_runner.errors import LaneRunnerError, UsageError
+
+STOP_POLL = 0.2
+
+
+class StopTimeout(LaneRunnerError):
+    """``task stop --wait --timeout`` ran out before the run ended (exit 1)."""
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +43,11 @@ def register(subparsers: Any) -> None:
     add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
     add.add_argument("--max-runtime", type=float, help="seconds per run (default: config)")
     add.add_argument("--goal-turns", type=int, default=1, help="turns before giving up (1)")
+    add.add_argument(
+        "--max-retries",
+        type=int,
+        help="counted failures retried before the task is blocked (default: failure_limit - 1)",
+    )
     add_json_flag(add)
     add.set_defaults(handler=add_task)
 
@@ -64,6 +76,18 @@ def register(subparsers: Any) -> None:
     )
     _task_target(route)
     route.set_defaults(handler=route_task)
+
+    stop = commands.add_parser(
+        "stop", help="end a running task's run: its process tree is killed, it is not a failure"
+    )
+    _task_target(stop)
+    stop.add_argument("--reason", default="stopped by an operator", help="recorded on the run")
+    stop.add_argument(
+        "--requeue", action="store_true", help="back to ready instead of blocked"
+    )
+    stop.add_argument("--wait", action="store_true", help="return once the run has ended")
+    stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    stop.set_defaults(handler=stop_task)
 
     archive = commands.add_parser("archive", help="archive a task that is not running")
     _task_target(archive)
@@ -143,6 +167,7 @@ def add_task(args: argparse.Namespace) -> int:
         workspace=str(Path(args.workspace).expanduser().absolute()) if args.workspace else None,
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
+        max_retries=args.max_retries,
     )
     with closing(_store(args)) as store:
         task = store.board(args.board).add_task(new)
@@ -257,6 +282,39 @@ def route_task(args: argparse.Namespace) -> int:
     found = dryrun.previews(load_config(args), args.board, args.task)
     dryrun.show(found, args.json)
     return 0
+
+
+def stop_task(args: argparse.Namespace) -> int:
+    if args.timeout is not None and (not args.wait or args.timeout <= 0):
+        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    with closing(_store(args)) as store:
+        board = store.board(args.board)
+        run = board.request_stop(args.task, args.reason, requeue=args.requeue)
+        if args.wait:
+            run = _wait_for_end(board, run, args.timeout)
+        task = board.get_task(args.task)
+    if args.json:
+        print_json({"task": task_document(task), "run": run_document(run)})
+    elif run.ended_at is None:
+        print(f"stop requested for {task.board}/{task.id} run {run.id}; its runner ends it "
+              "at its next heartbeat")
+    else:
+        print(f"stopped {task.board}/{task.id} run {run.id} (now {task.status}): {run.reason}")
+    return 0
+
+
+def _wait_for_end(board: Board, run: Run, timeout: float | None) -> Run:
+    """Poll until the run has ended (its runner saw the request and killed the tree)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while run.ended_at is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise StopTimeout(
+                f"run {run.id} has not ended after {timeout:g} s; the request stays on the "
+                "board for its runner (is that runner alive? 'lane-runner task show')"
+            )
+        time.sleep(STOP_POLL)
+        run = board.get_run(run.id)
+    return run
 
 
 def archive_task(args: argparse.Namespace) -> int:
