@@ -85,7 +85,7 @@ def pause_survives_restart_and_drains(site: Site) -> None:
     site.wait(held(site, "paused"), what="the restarted daemon to stay paused")
     assert site.board.runs(task.id) == []
     resumed = json_of(site.cli("resume", "--json"))
-    assert resumed == {"paused": False, "was_paused": True}
+    assert resumed == {"paused": False, "board": None, "was_paused": True}
     site.wait(state_is(site, task, Status.DONE), what="the task after resume")
 
     slow = site.add("running through the drain", body=SLOW)
