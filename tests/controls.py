@@ -132,9 +132,11 @@ def cap_makes_runs_wait(site: Site) -> None:
         return slots.get("waiting", 0) >= 1
 
     site.wait(waiting, what="a run waiting for the codex slot")
-    slots = status(site)["daemon"]["slots"]
-    assert slots["providers"]["codex"] == {"running": 1, "cap": 1}
-    assert "provider caps: codex 1/1" in site.cli("status").stdout
+    # Between two runs the slot is briefly free, so each view is waited for, not sampled.
+    site.wait(lambda: status(site)["daemon"]["slots"]["providers"]["codex"]
+              == {"running": 1, "cap": 1}, what="the codex slot taken, in --json")
+    site.wait(lambda: "provider caps: codex 1/1" in site.cli("status").stdout,
+              what="the codex slot taken, for people")
     site.wait(lambda: all(site.board.get_task(t.id).status is Status.DONE for t in tasks),
               what="every capped task")
     attempts = [
