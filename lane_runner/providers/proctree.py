@@ -10,6 +10,9 @@ misses them) and sometimes ignore SIGTERM. The runner therefore
   a process that reused a dead descendant's PID;
 - recognises orphans re-parented to it by the attempt token in their
   environment (they are its own children, but other workers' roots are too);
+- where the host has a writable cgroup v2 hierarchy, runs each attempt in its own
+  cgroup (``cgroup.py``) and tracks and kills its members too, so a descendant
+  that double-forked, called ``setsid`` and cleared its environment dies with it;
 - reaps through those pidfds (``waitid(P_PIDFD)``), never ``waitpid(-1)``,
   which would steal exit statuses from other workers' ``Popen`` objects.
 """
@@ -24,6 +27,8 @@ import select
 import signal
 import subprocess
 import time
+
+from lane_runner.providers.cgroup import AttemptGroup
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +95,12 @@ def _exited(pidfd: int) -> bool:
 class ProcessTree:
     """The descendants of one worker root, identified by pidfd."""
 
-    def __init__(self, root: subprocess.Popen[bytes], token: str) -> None:
+    def __init__(
+        self, root: subprocess.Popen[bytes], token: str, group: AttemptGroup | None = None
+    ) -> None:
         self._root = root
         self._token = f"{TOKEN_VARIABLE}={token}".encode()
+        self._group = group
         self._pidfds: dict[int, int] = {}
 
     def refresh(self, *, adopt_orphans: bool = False) -> None:
@@ -102,6 +110,12 @@ class ProcessTree:
         attempt token: descendants whose parents already died.
         """
         parents = [self._root.pid, *self._pidfds]
+        if self._group is not None:
+            # Members of the attempt's cgroup are its descendants whatever they did
+            # (setsid, double fork, a cleared environment): membership is inherited.
+            for pid in self._group.pids():
+                if pid != self._root.pid and pid not in self._pidfds and self._pin(pid):
+                    parents.append(pid)
         if adopt_orphans:
             parents.extend(
                 pid
@@ -115,6 +129,14 @@ class ProcessTree:
             for pid in children(parent):
                 if pid != self._root.pid and pid not in self._pidfds and self._track(pid, parent):
                     parents.append(pid)
+
+    def _pin(self, pid: int) -> bool:
+        """Track a member of the attempt's cgroup by pidfd (membership is the proof)."""
+        try:
+            self._pidfds[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return False
+        return True
 
     def _track(self, pid: int, parent: int) -> bool:
         try:
@@ -154,8 +176,12 @@ class ProcessTree:
         self.refresh(adopt_orphans=True)
         if self._any_alive():
             self.signal(signal.SIGKILL)
+        if self._group is not None:
+            self._group.kill()  # whatever slipped past the walk: born in the group, dies with it
         self._root.wait()
         self.reap()
+        if self._group is not None:
+            self._group.remove()
 
     def _any_alive(self) -> bool:
         return self._root.poll() is None or bool(self.living())

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import orjson
 
+from lane_runner.providers.cgroup import AttemptGroup
 from lane_runner.providers.lines import LineSplitter, Tail
 from lane_runner.providers.model import Classification, Progress
 from lane_runner.providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
@@ -221,8 +222,10 @@ class Supervisor:
     def run(self) -> Ended:
         become_subreaper()
         token = uuid.uuid4().hex
+        group = AttemptGroup.create(token)
+        argv = self._argv if group is None or self._run_as else group.launcher(self._argv)
         process = subprocess.Popen(
-            self._argv,
+            argv,
             cwd=self._cwd,
             env={**self._env, TOKEN_VARIABLE: token},
             stdin=subprocess.PIPE,
@@ -231,7 +234,9 @@ class Supervisor:
             start_new_session=True,
             **user_ids(self._run_as),
         )
-        tree = ProcessTree(process, token)
+        if group is not None and self._run_as:
+            group.adopt(process.pid)
+        tree = ProcessTree(process, token, group)
         assert process.stdin and process.stdout and process.stderr
         prompt = _Prompt(process.stdin, self._stdin)
         stopped: tuple[Classification, str] | None = None

@@ -16,6 +16,8 @@ import os
 import signal
 from pathlib import Path
 
+from lane_runner.providers import cgroup
+
 log = logging.getLogger(__name__)
 
 NODE_VARIABLE = "LANE_RUNNER_NODE"
@@ -38,8 +40,10 @@ def find(node: str, proc: Path = Path("/proc")) -> list[int]:
 
 
 def end(node: str) -> list[int]:
-    """SIGKILL every leftover worker process of ``node``; returns the PIDs signalled."""
-    ended = []
+    """SIGKILL every leftover worker process of ``node``, and every process left in a
+    dead daemon's attempt cgroups (found by membership, whatever its environment);
+    returns the PIDs signalled."""
+    ended = cgroup.sweep()
     for pid in find(node):
         try:
             pidfd = os.pidfd_open(pid)
