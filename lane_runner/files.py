@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
+#: What a worker user must read (the result schema, the claude settings): no secrets.
+SHARED_FILE = 0o644
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _APPEND_FLAGS = (

@@ -17,6 +17,10 @@ from lane_runner import files
 from lane_runner.names import check_name
 
 NODE_ID_BYTES = 256
+WIRE_SCHEMA = "worker-result.wire.json"
+CLAUDE_SETTINGS = "claude-settings.json"
+#: Files of the home a worker user reads: no secrets in them, 0644.
+SHARED_FILES = (WIRE_SCHEMA, CLAUDE_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,39 @@ class Home:
         """
         for path in (self.root, self.boards, self.lanes, self.logs, self.provider_health):
             files.ensure_directory(path)
+
+    def wider_modes(self, worker_user: str | None) -> list[tuple[Path, int, int]]:
+        """Each path of the home's own state more open than it should be, as (path, mode,
+        wanted): directories 0700 (the home and ``worktrees/`` 0711 with a worker user),
+        files 0600, the files a worker reads 0644. Links are skipped: never followed,
+        never re-moded. ``doctor`` reports these and ``doctor --fix`` narrows them."""
+        found = []
+        for path, wanted in self._state_paths(worker_user):
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            if mode & ~wanted & 0o077:
+                found.append((path, mode, wanted))
+        return found
+
+    def _state_paths(self, worker_user: str | None) -> list[tuple[Path, int]]:
+        passing = 0o711 if worker_user else files.PRIVATE_DIR
+        paths = [(self.root, passing), (self.worktrees, passing)]
+        for name in ("config.toml", "node-id", "runner.lock", "status.json", "paused.json"):
+            paths.append((self.root / name, files.PRIVATE_FILE))
+        for name in SHARED_FILES:
+            paths.append((self.root / name, files.SHARED_FILE))
+        for top in (self.boards, self.lanes, self.logs, self.provider_health):
+            paths.append((top, files.PRIVATE_DIR))
+            if top.is_dir() and not top.is_symlink():
+                for entry in top.rglob("*"):
+                    wanted = files.PRIVATE_DIR if entry.is_dir() else files.PRIVATE_FILE
+                    paths.append((entry, wanted))
+        return paths
 
     def unsafe_directories(self) -> list[str]:
         """Each directory of the home that is a link or not a directory, with what it is.

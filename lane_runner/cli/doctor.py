@@ -116,6 +116,28 @@ def mode_verdict(
     return Check(name, Level.PASS, f"owned by this user, mode {wanted:04o} or closer")
 
 
+def modes_verdict(wider: list[tuple[Path, int, int]]) -> Check:
+    """The home's state private: directories 0700, files 0600 (see ``Home.wider_modes``)."""
+    if not wider:
+        return Check("private modes", Level.PASS, "the home's state is private to this user")
+    shown = ", ".join(f"{path} {mode:04o} (want {wanted:04o})" for path, mode, wanted in wider[:5])
+    more = f" and {len(wider) - 5} more" if len(wider) > 5 else ""
+    return Check("private modes", Level.WARN, f"{shown}{more}", "lane-runner doctor --fix")
+
+
+def narrow_modes(home: Home, worker_user: str | None) -> list[str]:
+    """``doctor --fix``: each wider mode narrowed to what it should be; what was done."""
+    done = []
+    for path, mode, wanted in home.wider_modes(worker_user):
+        try:
+            os.chmod(path, mode & wanted, follow_symlinks=False)
+        except OSError as error:
+            done.append(f"cannot narrow {path}: {error.strerror}")
+            continue
+        done.append(f"{path}: {mode:04o} -> {mode & wanted:04o}")
+    return done
+
+
 def disk_verdict(path: Path, free: int) -> Check:
     detail = f"{free / (1 << 30):.1f} GiB free"
     if free < MIN_FREE_BYTES // 4:
@@ -260,6 +282,7 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
             )
         ]
     checks = [mode_verdict(home.root, st, os.geteuid(), cfg.worker_user)]
+    checks.append(modes_verdict(home.wider_modes(cfg.worker_user)))
     checks += [
         Check(
             "home directories",

@@ -14,12 +14,13 @@ from typing import Any
 
 import schemas
 from journal import CommitResult, Journal, TerminalRecord
+from lane_runner import files
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
-from lane_runner.home import Home
+from lane_runner.home import CLAUDE_SETTINGS, WIRE_SCHEMA, Home
 from lane_runner.providers import claude, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service.activity import Activity
@@ -27,8 +28,6 @@ from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
 
 log = logging.getLogger(__name__)
-WIRE_SCHEMA = "worker-result.wire.json"
-CLAUDE_SETTINGS = "claude-settings.json"
 
 
 @dataclass
@@ -216,16 +215,14 @@ def write_claude_settings(home: Home) -> Path:
 
 
 def _publish(path: Path, payload: bytes) -> Path:
-    """``payload`` at ``path``, readable by a worker user, replaced whole when it differs."""
+    """``payload`` at ``path``, readable by a worker user (0644), replaced whole when it
+    differs; a link or FIFO at the name is moved aside, never followed (``files``)."""
     try:
-        if path.read_bytes() == payload:
+        if files.read(path, len(payload)) == payload:
             return path
     except FileNotFoundError:
         pass
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(payload)
-    temporary.chmod(0o644)
-    temporary.replace(path)
+    files.write(path, payload, mode=files.SHARED_FILE)
     return path
 
 

@@ -154,3 +154,19 @@ def test_a_symlinked_lanes_directory_stops_the_daemon_with_one_line(
     assert f"{lane.home.lanes} is a symbolic link" in done.stderr
     lane.home.lanes.unlink()  # the fixture's teardown needs the home whole again
     elsewhere.rename(lane.home.lanes)
+
+
+def test_doctor_reports_wider_modes_and_fix_narrows_them(lane: Lane) -> None:
+    assert lane.start("--until-idle").wait(timeout=120) == 0  # the home as a daemon leaves it
+    assert lane.home.wider_modes(None) == [(lane.home.config_file, 0o644, 0o600)]  # user-written
+    os.chmod(lane.home.lanes, 0o755)
+    os.chmod(lane.home.root / "node-id", 0o644)
+    before = orjson.loads(lane.cli("doctor", "--json").stdout)["checks"]
+    (modes,) = [c for c in before if c["name"] == "private modes"]
+    assert modes["level"] == "warn" and f"{lane.home.lanes} 0755" in modes["detail"]
+    fixed = lane.cli("doctor", "--fix", "--json")
+    assert "fixed" in fixed.stderr
+    after = orjson.loads(fixed.stdout)["checks"]
+    assert [c["level"] for c in after if c["name"] == "private modes"] == ["pass"]
+    assert stat.S_IMODE(lane.home.lanes.stat().st_mode) == 0o700
+    assert lane.home.wider_modes(None) == []

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from lane_runner.cli import doctor
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
+from lane_runner.home import Home
 
 EPILOG = (
     "exit status: 0 when no check failed (warnings are printed), 1 when one failed "
@@ -20,12 +22,21 @@ def register(subparsers: Any) -> None:
         "doctor", help="is this machine fit to run lane-runner?", epilog=EPILOG
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="first narrow the home's wider modes (directories 0700, files 0600)",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run_doctor)
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    checks = doctor.run_all(load_config(args))
+    cfg = load_config(args)
+    if args.fix:
+        for line in doctor.narrow_modes(Home(cfg.home), cfg.worker_user):
+            print(f"fixed {line}", file=sys.stderr)
+    checks = doctor.run_all(cfg)
     status = doctor.exit_status(checks, args.strict)
     if args.json:
         print_json(
