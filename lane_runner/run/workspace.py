@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lane_runner import files
 from lane_runner.errors import LaneRunnerError
 from lane_runner.providers import user_ids
 
 log = logging.getLogger(__name__)
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+MARKER_BYTES = 64
 #: Seconds any one git command may take; a worktree add of a large repository fits.
 GIT_TIMEOUT = 300.0
 DUBIOUS_OWNERSHIP = "detected dubious ownership"
@@ -287,20 +289,18 @@ def _marker(worktree: Path) -> Path:
 def _mark(worktree: Path, run: int | None) -> None:
     """Record which run works in ``worktree``, for a runner that later finds it holding the branch.
 
-    Written without following a symlink: with a worker user the directory is that user's.
+    With a worker user the directory is that user's: the marker is replaced by rename,
+    so a link or FIFO planted at its name is never followed or waited on (``files``).
     """
     if run is None:
         return
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-    descriptor = os.open(_marker(worktree), flags, 0o644)
-    with os.fdopen(descriptor, "w") as marker:
-        marker.write(f"{run}\n")
+    files.write(_marker(worktree), f"{run}\n".encode(), mode=files.SHARED_FILE)
 
 
 def _marked_run(worktree: Path) -> int | None:
     """The run recorded beside ``worktree``; None for a worktree no run recorded (stale)."""
     try:
-        return int(_marker(worktree).read_text().strip())
+        return int(files.read(_marker(worktree), MARKER_BYTES)[:MARKER_BYTES].strip())
     except (OSError, ValueError):
         return None
 

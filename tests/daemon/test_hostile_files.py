@@ -36,7 +36,14 @@ def planted_paths(lane: Lane) -> list[Path]:
         lanes / f"{TASK}.json",
         lanes / f"{TASK}.run-1.provider-1.result.json",
         home.log_file(BOARD, TASK),
+        marker(lane),
     ]
+
+
+def marker(lane: Lane) -> Path:
+    """Which run works in the worktree, beside it: a directory a worker user may own."""
+    worktree = lane.home.worktree(BOARD, TASK)
+    return worktree.parent / f".{worktree.name}.run"
 
 
 def plant(path: Path, kind: str, target: Path) -> None:
@@ -73,10 +80,10 @@ def test_the_daemon_serves_through_hostile_files_and_moves_them_aside(
     assert target.read_bytes() == PRECIOUS
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # never re-moded
     for path in paths:
-        # Read or appended names were moved aside; status.json was renamed over (the
-        # link itself replaced), then withdrawn at the clean stop.
+        # Read or appended names were moved aside; status.json and the worktree's
+        # marker were renamed over (the link itself replaced, never its target).
         asides = list(path.parent.glob(f"{path.name}.aside-{kind}-*"))
-        assert len(asides) == (path != lane.home.status_file), path
+        assert len(asides) == (path not in (lane.home.status_file, marker(lane))), path
         assert not path.is_symlink() and not (path.exists() and stat.S_ISFIFO(path.stat().st_mode))
         if kind == "symlink" and asides:
             assert asides[0].is_symlink()
@@ -126,6 +133,7 @@ def test_a_symlinked_board_journal_is_reported_and_no_run_is_left_running(
     if journal_dir.exists():
         journal_dir.rmdir()
     journal_dir.symlink_to(elsewhere)
+    lane.write_config(cooldown_base=120.0, cooldown_max=240.0)  # outlasts the idle check
     task = lane.add("t", body="do it")
     daemon = lane.start("--until-idle")
     assert daemon.wait(timeout=180) == 0
