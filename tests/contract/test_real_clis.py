@@ -47,6 +47,8 @@ def test_claude_takes_every_argv_of_the_runner(real_request: RequestFactory, eff
         assert attempt.reason == "Not logged in · Please run /login"
         assert attempt.session_id == req.session_id
         assert attempt.argv[attempt.argv.index("--effort") + 1] == effort
+        assert attempt.argv[attempt.argv.index("--autocompact") + 1] == "auto"
+        assert attempt.argv[attempt.argv.index("--settings") + 1] == str(req.settings_path)
         assert "--session-id" in attempt.argv  # a resume of an unknown id started fresh
         _no_usage_error(_said(req.log_path))
     assert "No conversation found with session ID" in _said(req.log_path)
