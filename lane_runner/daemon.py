@@ -264,10 +264,11 @@ class Daemon:
 
     def _board_pause(self, slug: str) -> BoardPause | None:
         try:
-            return self.services.store.board(slug).paused()
+            with self.services.resting.use(slug):
+                return self.services.store.board(slug).paused()
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
-            return None  # its claim fails the same way and is skipped there
+            return None  # resting now: its claim fails at once and is skipped there
 
     def _held(self) -> tuple[str, str] | None:
         """Why nothing may be claimed now although slots are free: a pause, or memory."""
