@@ -340,9 +340,14 @@ class SqliteStore:
 
     def board_slugs(self) -> list[str]:
         try:
-            names = [entry.name for entry in os.scandir(self._dir) if entry.is_file()]
+            entries = list(os.scandir(self._dir))
         except FileNotFoundError:
             return []
+        names = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
+        for entry in entries:
+            if entry.name.endswith(".db") and not entry.is_file(follow_symlinks=False):
+                # A link or special file is never opened as a board: SQLite would follow it.
+                log.warning("%s is not a regular file; not served as a board", entry.path)
         return sorted(
             name[: -len(".db")]
             for name in names

@@ -178,3 +178,15 @@ def test_doctor_reports_wider_modes_and_fix_narrows_them(lane: Lane) -> None:
     assert [c["level"] for c in after if c["name"] == "private modes"] == ["pass"]
     assert stat.S_IMODE(lane.home.lanes.stat().st_mode) == 0o700
     assert lane.home.wider_modes(None) == []
+
+
+def test_a_linked_board_file_is_not_served(lane: Lane, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(PRECIOUS)
+    (lane.home.boards / "planted.db").symlink_to(target)
+    os.mkfifo(lane.home.boards / "piped.db")
+    assert lane.store.board_slugs() == [BOARD]
+    task = lane.add("t", body="do it")
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+    assert lane.board.get_task(task.id).status is Status.DONE
+    assert target.read_bytes() == PRECIOUS
