@@ -16,17 +16,16 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lane_runner.board.hermes_home import board_db
-from lane_runner.board.inotify import DirectoryWatch
+from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 
 log = logging.getLogger(__name__)
 
 #: After a write is seen, how long SQLite may take to publish the commit (fsync included).
-SETTLE_LOOKS, SETTLE_DELAY = 40, 0.005
+SETTLE_LOOKS = 40
 Stamp = tuple[tuple[str, ...], tuple[int | None, ...]]
 
 
@@ -80,21 +79,7 @@ class HermesWatch:
 
     def wait(self, timeout: float) -> bool:
         """True as soon as a served board committed or the set of boards changed."""
-        deadline = time.monotonic() + timeout
-        while not self._changed():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if self._watch.wait(remaining) and self._settles():
-                return True
-        return True
-
-    def _settles(self) -> bool:
-        for _ in range(SETTLE_LOOKS):
-            time.sleep(SETTLE_DELAY)
-            if self._changed():
-                return True
-        return False
+        return wait_for_commit(lambda: self._watch, self._changed, timeout, SETTLE_LOOKS)
 
     def close(self) -> None:
         self._watch.close()

@@ -14,6 +14,7 @@ import logging
 import os
 import select
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,41 @@ class DirectoryWatch:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+SETTLE_DELAY = 0.005  # seconds between looks after a write event
+
+
+def wait_for_commit(
+    watch: Callable[[], DirectoryWatch | None],
+    changed: Callable[[], bool],
+    timeout: float,
+    settle_looks: int,
+) -> bool:
+    """True as soon as ``changed()``; False after ``timeout`` s or without a watch.
+
+    Between looks it blocks on ``watch()`` (asked each time: ``changed`` may replace
+    it), so waiting costs no CPU. A write event comes before its commit is visible
+    (SQLite writes the WAL first), so after one it looks again every few ms, up to
+    ``settle_looks`` times, before it waits again.
+    """
+    deadline = time.monotonic() + timeout
+    while not changed():
+        remaining = deadline - time.monotonic()
+        current = watch()
+        if remaining <= 0 or current is None:
+            return False
+        if current.wait(remaining) and _settles(changed, settle_looks):
+            return True
+    return True
+
+
+def _settles(changed: Callable[[], bool], looks: int) -> bool:
+    for _ in range(looks):
+        time.sleep(SETTLE_DELAY)
+        if changed():
+            return True
+    return False
 
 
 def _watch(*directories: Path) -> int:

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.inotify import DirectoryWatch
+from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 from lane_runner.board.model import BlockKind, Outcome, Status
 from lane_runner.board.sql import CONTROLS_STEP, Connection, Notify, SqlBoard, Work, upgrade
 from lane_runner.errors import NotFound, UsageError
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
-SETTLE_LOOKS, SETTLE_DELAY = 10, 0.005  # after a WAL write, how long a commit may take to show
+SETTLE_LOOKS = 10  # after a WAL write, how many looks a commit may take to show
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
@@ -381,24 +381,9 @@ class SqliteStore:
         Between looks it blocks on an inotify watch of the boards directory (every
         commit writes a ``-wal`` file there), so waiting costs no CPU.
         """
-        deadline = time.monotonic() + timeout
         if timeout > 0 and self._watch is None:
             self._watch = DirectoryWatch(self._dir)  # before the first look: no write slips by
-        while not self._changed():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._watch is None:
-                return False
-            if self._watch.wait(remaining) and self._settles():
-                return True
-        return True
-
-    def _settles(self) -> bool:
-        """Look again for a few ms after a write: the WAL is written before the commit shows."""
-        for _ in range(SETTLE_LOOKS):
-            time.sleep(SETTLE_DELAY)
-            if self._changed():
-                return True
-        return False
+        return wait_for_commit(lambda: self._watch, self._changed, timeout, SETTLE_LOOKS)
 
     def close(self) -> None:
         if self._watch is not None:
