@@ -27,7 +27,7 @@ from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
-from lane_runner.run.executor import RunExecutor, RunReport
+from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
@@ -192,9 +192,9 @@ class Daemon:
                 self._fail_crashed(claim, repr(error))
                 continue
             report = future.result()
-            metrics.run_ended(report.board, report.step, time.time() - claim.run.claimed_at)
+            metrics.run_ended(report.board, report.ended, time.time() - claim.run.claimed_at)
             self.runs_finished += 1
-            if report.step == "pending":
+            if report.ended is RunEnd.PENDING:
                 self.pending_finalizations += 1
 
     def _fail_crashed(self, claim: Claim, reason: str) -> None:

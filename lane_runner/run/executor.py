@@ -8,6 +8,7 @@ only carries them out, so each step here is an effect with a reason.
 
 from __future__ import annotations
 
+import enum
 import logging
 import pwd
 import time
@@ -41,12 +42,31 @@ log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
 
 
+class RunEnd(enum.StrEnum):
+    """How a run ended, as the daemon and the metrics see it (one vocabulary).
+
+    The journal's outcomes keep their names (``committed``, ``conflict``, ``absent``,
+    ``invalid``, ``pending``); the rest say what the board was told.
+    """
+
+    COMMITTED = "committed"
+    CONFLICT = "conflict"
+    ABSENT = "absent"
+    INVALID = "invalid"
+    PENDING = "pending"  # accepted, waiting in the journal for its board
+    BLOCK = "block"
+    COOLDOWN = "cooldown"
+    RETRY = "retry"  # a counted failure, back to ready
+    ABANDON = "abandon"  # left claimed (shutdown, lease lost, board away)
+    STOPPED = "stopped"  # an operator's task stop
+
+
 @dataclass
 class RunReport:
     board: str
     task_id: str
     run_id: int
-    step: str
+    ended: RunEnd
     reason: str
     provider: str | None = None
 
@@ -91,7 +111,7 @@ class RunExecutor:
                 self.run.id,
                 error,
             )
-            return self._report("abandon", f"board unavailable: {error}")
+            return self._report(RunEnd.ABANDON, f"board unavailable: {error}")
         finally:
             self.s.forget_run(self.run.id)
 
@@ -111,7 +131,7 @@ class RunExecutor:
         )
         if self.s.holds_result(self.task.board, self.task.id, self.run.id):
             self._note_waiting_result()
-            return self._report("pending", f"result kept in the journal despite: {error}")
+            return self._report(RunEnd.PENDING, f"result kept in the journal despite: {error}")
         return self._cooldown(f"state directory error: {error}", "storage")
 
     def _execute(self) -> RunReport:
@@ -237,7 +257,7 @@ class RunExecutor:
             result["artifacts"] = workspace.artifacts(self.worktree, result["artifacts"])
             return self._accept(result, route)
         if step is decide.Step.ABANDON:
-            return self._report("abandon", decision.reason, route.provider)
+            return self._report(RunEnd.ABANDON, decision.reason, route.provider)
         if step is decide.Step.COOLDOWN:
             return self._cooldown(decision.reason, classification)
         if step is decide.Step.BLOCK:
@@ -253,7 +273,7 @@ class RunExecutor:
             decision.outcome,
             count_failure=decision.count_failure,
         )
-        return self._report("retry", decision.reason, route.provider)
+        return self._report(RunEnd.RETRY, decision.reason, route.provider)
 
     def _routing_failed(self, error: RoutingError) -> RunReport:
         """Carry out ``decide.after_routing_error``: cool down, block, or leave the run."""
@@ -271,7 +291,7 @@ class RunExecutor:
         if decision.step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
-        return self._report(decision.step.value, redact.text(decision.reason))
+        return self._report(RunEnd.ABANDON, redact.text(decision.reason))  # cut short
 
     # -- steps ------------------------------------------------------------------
     def _workspace(self) -> workspace.Workspace:
@@ -344,7 +364,7 @@ class RunExecutor:
         """Waiting for a slot ended without one: an operator's stop, or the run is not ours."""
         if self.stop is not None:
             return self._stopped(self.stop)
-        return self._report("abandon", "lease lost or shutting down while waiting for a slot")
+        return self._report(RunEnd.ABANDON, "lease lost or shutting down while waiting for a slot")
 
     def _stopped(self, stop: StopRequest) -> RunReport:
         """Carry out ``task stop``: the tree is already gone; end the run with the operator's
@@ -359,7 +379,7 @@ class RunExecutor:
             self._guarded(
                 self.board.block, self.run.id, reason, BlockKind.NEEDS_INPUT, count_failure=False
             )
-        return self._report("stopped", reason)
+        return self._report(RunEnd.STOPPED, reason)
 
     def _release(self) -> None:
         if self.held is not None:
@@ -619,9 +639,9 @@ class RunExecutor:
         if outcome is FinalizeOutcome.PENDING:
             self._note_waiting_result()
             return self._report(
-                "pending", "the board is unavailable; recovery will commit", route.provider
+                RunEnd.PENDING, "the board is unavailable; recovery will commit", route.provider
             )
-        return self._report(outcome.value, result["summary"], route.provider)
+        return self._report(RunEnd(outcome.value), result["summary"], route.provider)
 
     def _completion_metadata(self, result: dict[str, Any], route: Route) -> dict[str, Any]:
         """How the result was reached, for whoever reads the board: stored with the
@@ -657,7 +677,7 @@ class RunExecutor:
         self._save_state_if_possible()
         metrics.BLOCKS.labels(kind.value).inc()
         self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
-        return self._report("block", reason)
+        return self._report(RunEnd.BLOCK, reason)
 
     def _run_is_current(self, run_id: int) -> bool:
         """Whether another run of this board still holds its claim (its worktree is not ours)."""
@@ -677,7 +697,7 @@ class RunExecutor:
             count_failure=False,
             cooldown=seconds,
         )
-        return self._report("cooldown", reason)
+        return self._report(RunEnd.COOLDOWN, reason)
 
     def _cooldown(self, reason: str, cause: str) -> RunReport:
         """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
@@ -703,7 +723,7 @@ class RunExecutor:
             count_failure=False,
             cooldown=seconds,
         )
-        return self._report("cooldown", f"{reason} (next attempt in {seconds:.0f} s)")
+        return self._report(RunEnd.COOLDOWN, f"{reason} (next attempt in {seconds:.0f} s)")
 
     # -- helpers ----------------------------------------------------------------
     def _save_state(self) -> None:
@@ -733,8 +753,8 @@ class RunExecutor:
             )
             return None
 
-    def _report(self, step: str, reason: str, provider: str | None = None) -> RunReport:
-        return RunReport(self.task.board, self.task.id, self.run.id, step, reason, provider)
+    def _report(self, ended: RunEnd, reason: str, provider: str | None = None) -> RunReport:
+        return RunReport(self.task.board, self.task.id, self.run.id, ended, reason, provider)
 
 
 def _storable(attempt: Attempt) -> Attempt:

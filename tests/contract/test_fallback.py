@@ -38,7 +38,7 @@ def test_not_logged_in_marks_claude_unavailable_and_codex_finishes(scratch: Scra
         found = board.claim(services.node, 60, "cli-auto")
         assert found is not None
         report = RunExecutor(services, found).execute()
-        assert (report.step, report.provider) == ("committed", "codex"), report
+        assert (report.ended, report.provider) == ("committed", "codex"), report
         done = board.get_task(task.id)
         assert done.status is Status.DONE and done.failure_count == 0
         claude_health = json.loads(

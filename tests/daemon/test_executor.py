@@ -52,7 +52,7 @@ def claim(services: Services, lane: Lane):
 def test_an_accepted_result_is_committed_with_its_route(services: Services, lane: Lane) -> None:
     task = lane.add("in process", assignee="cli-claude-low")
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert (report.step, report.provider) == ("committed", "claude")
+    assert (report.ended, report.provider) == ("committed", "claude")
     done = lane.board.get_task(task.id)
     assert done.status is Status.DONE and done.result is not None
     assert any(c.body.startswith("route: claude/") for c in lane.board.comments(task.id))
@@ -66,13 +66,13 @@ def test_a_full_disk_before_the_result_is_a_cooldown_not_a_failure(
     task = lane.add("disk fills up")
     disk.full = True
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert report.step == "cooldown" and "No space left" in report.reason
+    assert report.ended == "cooldown" and "No space left" in report.reason
     waiting = lane.board.get_task(task.id)
     assert waiting.status is Status.READY and waiting.failure_count == 0
     assert waiting.next_attempt_at is not None
     disk.full = False
     time.sleep(max(0.0, waiting.next_attempt_at - time.time()) + 0.05)  # cooldown_base 0.3 s
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     assert lane.board.get_task(task.id).status is Status.DONE
 
 
@@ -81,7 +81,7 @@ def test_a_task_without_a_workspace_is_blocked_as_capability(
 ) -> None:
     task = lane.board.add_task(NewTask(title="nowhere"))
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert report.step == "block"
+    assert report.ended == "block"
     blocked = lane.board.get_task(task.id)
     assert blocked.status is Status.BLOCKED and blocked.block_kind.value == "capability"
     assert "--workspace" in (blocked.block_reason or "")
@@ -113,7 +113,7 @@ def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
     monkeypatch.delenv("IS_SANDBOX")
     task = lane.add("claude lane", assignee="cli-claude-medium")
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert (report.step, report.provider) == ("committed", "codex")
+    assert (report.ended, report.provider) == ("committed", "codex")
     notes = " ".join(c.body for c in lane.board.comments(task.id))
     assert "worker_user" in notes
 
@@ -133,7 +133,7 @@ def test_a_cli_that_refuses_the_runners_argv_is_misconfigured_not_the_tasks_fail
     services.binaries["codex"] = refusing
     task = lane.add("old codex", assignee="cli-codex-low")
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert (report.step, report.provider) == ("committed", "claude")
+    assert (report.ended, report.provider) == ("committed", "claude")
     assert lane.board.get_task(task.id).failure_count == 0
     recorded = health.read_health(lane.home.provider_health, "codex")
     assert recorded is not None and recorded.misconfigured
@@ -160,7 +160,7 @@ def test_a_nul_in_the_worker_answer_still_commits(
         task = board.add_task(new)
         found = board.claim(built.node, 60, "cli-auto")
         assert found is not None
-        assert RunExecutor(built, found).execute().step == "committed"
+        assert RunExecutor(built, found).execute().ended == "committed"
         done = board.get_task(task.id)
         assert done.status is Status.DONE and done.result is not None
         assert done.result["summary"] == "done\ufffd with a NUL"
@@ -235,7 +235,7 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
             found = board.claim(built.node, 60, "cli-auto")
             assert found is not None
             report = RunExecutor(built, found).execute()
-            assert report.step == "committed", report
+            assert report.ended == "committed", report
             worktree = built.home.worktree(BOARD, task.id)
             edit = worktree / "edit.txt"
             assert edit.read_text() == "edited by nobody\n"
@@ -256,7 +256,7 @@ def test_a_completed_answer_that_admits_unfinished_work_is_not_done(
     """The unfinished-work check runs on every answer, not only in goal mode."""
     task = lane.add("claims done", body="[sim:unfinished]", assignee="cli-codex-low")
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert report.step == "block"
+    assert report.ended == "block"
     held = lane.board.get_task(task.id)
     assert held.status is Status.BLOCKED and held.block_kind.value == "needs_input"
     assert "unfinished work" in (held.block_reason or "") and held.result is None
@@ -266,7 +266,7 @@ def test_only_real_files_in_the_worktree_reach_the_board_as_artifacts(
     services: Services, lane: Lane
 ) -> None:
     task = lane.add("leaves artifacts", body="[sim:artifacts]", assignee="cli-codex-low")
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     done = lane.board.get_task(task.id)
     assert done.result is not None and done.result["artifacts"] == ["sim-output.txt"]
 
@@ -294,9 +294,9 @@ def test_a_task_cooling_down_again_and_again_is_blocked_with_its_history(
     lane.set_capacity({"codex": "capacity", "claude": "capacity"})
     task = lane.add("no capacity anywhere")
     for _ in range(2):
-        assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+        assert RunExecutor(services, claim(services, lane)).execute().ended == "cooldown"
         wait_for_cooldown(lane, task.id)
-    assert RunExecutor(services, claim(services, lane)).execute().step == "block"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "block"
     blocked = lane.board.get_task(task.id)
     assert blocked.status is Status.BLOCKED and blocked.block_kind.value == "transient"
     assert "3 times in a row" in (blocked.block_reason or "")
@@ -309,12 +309,12 @@ def test_progress_between_cooldowns_restarts_the_count(services: Services, lane:
     services.cfg = services.cfg.replace(cooldown_limit=2)
     lane.set_capacity({"codex": "capacity", "claude": "capacity"})
     task = lane.add("capacity comes and goes", body="[sim:crash]")
-    assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "cooldown"
     wait_for_cooldown(lane, task.id)
     lane.set_capacity({})
-    assert RunExecutor(services, claim(services, lane)).execute().step == "retry"  # a crash
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "retry"  # a crash
     lane.set_capacity({"codex": "capacity", "claude": "capacity"})
-    assert RunExecutor(services, claim(services, lane)).execute().step == "cooldown"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "cooldown"
 
 
 class RecordingJudge:
@@ -342,7 +342,7 @@ def test_a_restarted_goal_carries_on_counting_and_the_judge_sees_the_history(
     before = lanestate.LaneState(BOARD, task.id, 99, goal_turn=2)
     before.reject("the tests were not run")
     services.journal.write_documents(BOARD, [Document(f"{task.id}.json", before.to_document())])
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     state = json.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_text())
     assert [a["turn"] for a in state["attempts"]] == [3]
     [context] = judge.contexts
@@ -352,7 +352,7 @@ def test_a_restarted_goal_carries_on_counting_and_the_judge_sees_the_history(
 def test_no_new_goal_turn_with_less_than_the_margin_left(services: Services, lane: Lane) -> None:
     task = lane.add("short run", body="[sim:incomplete]", goal_turns=3, max_runtime=200)
     assert services.cfg.goal_margin == 300
-    assert RunExecutor(services, claim(services, lane)).execute().step == "block"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "block"
     blocked = lane.board.get_task(task.id)
     assert "after 1 turn(s), with too little runtime left" in (blocked.block_reason or "")
 
@@ -361,7 +361,7 @@ def test_every_goal_turn_is_routed_again_and_rejections_are_kept(
     services: Services, lane: Lane
 ) -> None:
     task = lane.add("three turns", body="[sim:goal:3]", goal_turns=3)
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     notes = [c.body for c in lane.board.comments(task.id)]
     assert len([n for n in notes if n.startswith("route: ")]) == 3
     assert any(n.startswith("goal turn 3/3: turn 2 not accepted") for n in notes)
@@ -371,7 +371,7 @@ def test_every_goal_turn_is_routed_again_and_rejections_are_kept(
 
 def test_the_board_learns_how_the_result_was_reached(services: Services, lane: Lane) -> None:
     task = lane.add("with metadata", assignee="cli-codex-low")
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     [completed] = [e for e in lane.board.events(task.id) if e.kind == "completed"]
     metadata = completed.data["metadata"]
     route = metadata["route"]
@@ -394,7 +394,7 @@ def test_a_provider_change_at_restart_is_noted(services: Services, lane: Lane) -
     task = lane.add("was claude's", assignee="cli-codex-low")
     before = lanestate.LaneState(BOARD, task.id, 99, provider="claude", sessions={"claude": "s"})
     services.journal.write_documents(BOARD, [Document(f"{task.id}.json", before.to_document())])
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     notes = [c.body for c in lane.board.comments(task.id)]
     assert any(
         n.startswith("provider changed at restart: claude -> codex")
@@ -410,7 +410,7 @@ def test_a_result_waiting_for_its_board_is_noted(services: Services, lane: Lane)
     services.commit = lambda record: CommitResult.PENDING  # type: ignore[method-assign]
     task = lane.add("board busy")
     found = claim(services, lane)
-    assert RunExecutor(services, found).execute().step == "pending"
+    assert RunExecutor(services, found).execute().ended == "pending"
     assert services.journal.has_pending(BOARD, task.id, found.run.id)
     notes = [c.body for c in lane.board.comments(task.id)]
     assert any(f"result of run {found.run.id} waits in the journal" in n for n in notes)
@@ -419,7 +419,7 @@ def test_a_result_waiting_for_its_board_is_noted(services: Services, lane: Lane)
 def test_a_long_attempt_leaves_progress_notes(services: Services, lane: Lane) -> None:
     services.cfg = services.cfg.replace(progress_note_interval=0.3)
     task = lane.add("slow", body="[sim:slow:0.5:4]", assignee="cli-codex-low")
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     notes = [c.body for c in lane.board.comments(task.id) if c.body.startswith("still working")]
     assert notes and "codex/" in notes[0] and "goal turn 1" in notes[0]
 
@@ -429,7 +429,7 @@ def test_without_progress_notes_configured_none_are_written(
 ) -> None:
     services.cfg = services.cfg.replace(progress_note_interval=0)
     task = lane.add("slow", body="[sim:slow:0.5:2]", assignee="cli-codex-low")
-    assert RunExecutor(services, claim(services, lane)).execute().step == "committed"
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     assert not [c for c in lane.board.comments(task.id) if c.body.startswith("still working")]
 
 
@@ -460,7 +460,7 @@ def test_a_worker_inherits_what_worker_env_names_and_nothing_else(
         task = board.add_task(NewTask(title="env", assignee="cli-codex-low", workspace=str(repo)))
         found = board.claim(built.node, 60, "cli-auto")
         assert found is not None
-        assert RunExecutor(built, found).execute().step == "committed"
+        assert RunExecutor(built, found).execute().ended == "committed"
         edit = built.home.worktree(BOARD, task.id) / "edit.txt"
         assert edit.read_text() == "proxy=http://proxy:3128 secret=\n"
     finally:

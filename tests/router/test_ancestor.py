@@ -140,4 +140,4 @@ def test_a_manual_lane_keeps_its_provider_despite_fresh_bad_health(
         report = RunExecutor(services, claim).execute()
     finally:
         services.close()
-    assert (report.step, report.provider) == ("committed", provider), report.reason
+    assert (report.ended, report.provider) == ("committed", provider), report.reason

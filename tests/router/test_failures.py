@@ -163,7 +163,7 @@ def run_one(services: Services, lane: Lane, assignee: str = "cli-auto"):
 def test_a_refusing_router_blocks_the_task_with_its_words(routed, lane, server):
     server.reply(status=400, body=json.dumps({"error": "unknown route id"}).encode())
     task, report = run_one(routed, lane)
-    assert report.step == "block"
+    assert report.ended == "block"
     blocked = lane.board.get_task(task.id)
     assert blocked.status is Status.BLOCKED and blocked.block_kind is BlockKind.CAPABILITY
     assert blocked.failure_count == 0
@@ -174,7 +174,7 @@ def test_a_refusing_router_blocks_the_task_with_its_words(routed, lane, server):
 def test_a_manual_lane_answered_with_another_provider_is_blocked(routed, lane, server):
     server.select("worker/claude/claude-opus-4-5/high", rationale="claude knows best")
     task, report = run_one(routed, lane, assignee="cli-codex-high")
-    assert report.step == "block" and "claude knows best" in report.reason
+    assert report.ended == "block" and "claude knows best" in report.reason
     assert lane.board.get_task(task.id).block_kind is BlockKind.CAPABILITY
 
 
@@ -182,7 +182,7 @@ def test_a_router_that_is_down_cools_the_task_down_uncounted(routed, lane, serve
     for _ in range(4):
         server.reply(status=503, body=b"restarting")
     task, report = run_one(routed, lane)
-    assert report.step == "cooldown"
+    assert report.ended == "cooldown"
     waiting = lane.board.get_task(task.id)
     assert waiting.status is Status.READY and waiting.failure_count == 0
     assert waiting.next_attempt_at is not None
@@ -197,7 +197,7 @@ def test_a_static_policy_without_a_model_for_the_effort_blocks(lane, monkeypatch
         task, report = run_one(services, lane, assignee="cli-codex-high")
     finally:
         services.close()
-    assert report.step == "block" and "codex_models.high" in report.reason
+    assert report.ended == "block" and "codex_models.high" in report.reason
     assert lane.board.get_task(task.id).block_kind is BlockKind.CAPABILITY
 
 
