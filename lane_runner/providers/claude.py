@@ -17,9 +17,6 @@ from typing import Any
 from lane_runner.providers.model import ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 
-UNKNOWN_SESSION = "No conversation found with session ID"
-SESSION_IN_USE = "already in use"
-
 DENIED_TOOLS = (
     "Bash(git push --force *)",
     "Bash(git push -f *)",

@@ -19,7 +19,6 @@ from lane_runner.providers.reading import Reading, result_object
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_THREAD = "no rollout found for thread id"
 MAX_RESULT_FILE_BYTES = 1 << 20
 
 

@@ -9,8 +9,7 @@ so they are tested as plain functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, Lane, is_model_name
@@ -37,24 +36,6 @@ class Route:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Route:
-        """The route a lane state recorded; ValueError names the first bad field."""
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            value = data.get(item.name)
-            expected = int if item.name == "latency_ms" else str
-            if not isinstance(value, expected) or isinstance(value, bool):
-                raise ValueError(
-                    f"route field {item.name!r} is missing or not a {expected.__name__}"
-                )
-            values[item.name] = value
-        if values["provider"] not in PROVIDERS or values["effort"] not in EFFORTS:
-            raise ValueError(f"route names unsupported {values['provider']}/{values['effort']}")
-        if not is_model_name(values["model"]):
-            raise ValueError(f"route model {quoted(values['model'])} is not a model name")
-        return cls(**values)
 
     def describe(self) -> str:
         """One line for the task comment."""

@@ -80,32 +80,6 @@ def test_route_ids(assignee, route_id):
     assert route_for(parse_lane(assignee)) == route_id
 
 
-def test_route_round_trips_through_the_lane_state():
-    assert Route.from_dict(ROUTE.to_dict()) == ROUTE
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        {"provider": "gemini"},
-        {"effort": "max"},
-        {"latency_ms": "12"},
-        {"latency_ms": True},
-        {"model": None},
-    ],
-)
-def test_route_from_a_bad_record_is_a_value_error(change):
-    with pytest.raises(ValueError):
-        Route.from_dict({**ROUTE.to_dict(), **change})
-
-
-def test_route_from_a_record_missing_a_field_names_it():
-    record = ROUTE.to_dict()
-    del record["classifier"]
-    with pytest.raises(ValueError, match="classifier"):
-        Route.from_dict(record)
-
-
 def test_describe_is_one_line_with_the_essentials():
     route = Route("claude", "claude-opus-4-5", "xhigh", "claude-xhigh", "static", "a\nb", 0)
     assert route.describe() == (
