@@ -129,7 +129,9 @@ class HermesBoard:
     # -- reading -----------------------------------------------------------------
 
     def _task_row(self, connection: sqlite3.Connection, task_id: str) -> sqlite3.Row:
-        row = connection.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        row: sqlite3.Row | None = connection.execute(
+            "SELECT * FROM tasks WHERE id = ?", (task_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(
                 f"no task {task_id!r} on Hermes board {self.slug!r}; "
@@ -639,7 +641,8 @@ def _completion_metadata(
         if key in result
     }
     metadata[rows.MARK] = {**offered, "run_id": run_id, "journal_digest": digest}
-    return json.loads(json.dumps(metadata, default=str))
+    storable: dict[str, Any] = json.loads(json.dumps(metadata, default=str))
+    return storable
 
 
 class HermesStore:

@@ -463,7 +463,7 @@ class PostgresStore:
     def create_board(self, slug: str) -> SqlBoard:
         check_name("board", slug)
 
-        def work(connection: Connection) -> bool:
+        def work(connection: AnyConnection) -> bool:
             row = connection.execute(
                 "INSERT INTO boards (slug, created_at) VALUES (%s, %s) "
                 "ON CONFLICT (slug) DO NOTHING RETURNING slug",

@@ -217,9 +217,10 @@ class SqlBoard:
         return tuple(row["parent_id"] for row in rows)
 
     def _task_row(self, connection: Connection, task_id: str) -> Row | None:
-        return self._q(
+        row: Row | None = self._q(
             connection, "SELECT * FROM tasks WHERE board = :board AND id = :id", id=task_id
         ).fetchone()
+        return row
 
     def _task(self, connection: Connection, task_id: str) -> Task:
         row = self._task_row(connection, task_id)
@@ -240,12 +241,13 @@ class SqlBoard:
 
     def _current(self, connection: Connection, run_id: int) -> Row | None:
         """The task row whose current run is ``run_id`` (still running): the exact-run guard."""
-        return self._q(
+        row: Row | None = self._q(
             connection,
             "SELECT * FROM tasks WHERE board = :board AND current_run_id = :run "
             "AND status = 'running'",
             run=run_id,
         ).fetchone()
+        return row
 
     def _parent_statuses(self, connection: Connection, parents: Sequence[str]) -> list[Status]:
         """The parents' statuses; UsageError for a missing or archived one (nothing written).
@@ -254,13 +256,15 @@ class SqlBoard:
         parent that does not exist, whatever the order of the problems.
         """
         rows = [self._task_row(connection, parent) for parent in parents]
+        found: list[Row] = []
         for parent, row in zip(parents, rows, strict=True):
             if row is None:
                 raise UsageError(
                     f"no parent task {parent!r} on board {self.slug!r}: "
                     "parents must be tasks on the same board"
                 )
-        statuses = [Status(row["status"]) for row in rows]
+            found.append(row)
+        statuses = [Status(row["status"]) for row in found]
         for parent, status in zip(parents, statuses, strict=True):
             if status is Status.ARCHIVED:
                 raise UsageError(
