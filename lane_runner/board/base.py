@@ -52,7 +52,8 @@ class Board(Protocol):
     Every method is one transaction: it happens entirely or not at all, and a
     method that raises wrote nothing. Methods that change a task take the board's
     lock first (``board/sql.py``), so one board's transitions happen one at a time
-    on every backend and each appends exactly one event per task it changes.
+    on every backend and each appends exactly one event per task it changes (a
+    hosted board's own calls may log more: Hermes's ``assigned``, ``heartbeat``).
     Guards are exact-run: an operation naming a run that is no longer its task's
     current run changes nothing and says so by its return value, never by raising.
 
@@ -162,6 +163,10 @@ class Board(Protocol):
         verdict, ``journal_digest``): the embedded boards store it with the
         ``completed`` or ``replayed`` event (``task show`` reads it); a hosted board
         keeps it with its completion.
+
+        A hosted board completes only its host's current run (Hermes's
+        ``expected_run_id``), so there an ended run is ``STALE``, never
+        ``REPLAYED``; and the host promotes the children itself, in its own order.
         """
 
     def block(

@@ -663,8 +663,9 @@ class HermesStore:
         self._only = tuple(boards)
         self._boards: dict[str, HermesBoard] = {}
         self._lock = threading.Lock()
-        self._watch: HermesWatch | None = None
         self._missing_reported: set[str] = set()
+        # The boards as they are now: a change from here on wakes the first wait.
+        self._watch = HermesWatch(self.home, self.board_slugs)
 
     def facts(self) -> str:
         """What ``doctor`` reports: the home and the hermes-agent release serving it."""
@@ -692,8 +693,9 @@ class HermesStore:
             return opened
         if slug not in self.board_slugs():
             raise NotFound(
-                f"no Hermes board {slug!r} served from {self.home}; "
-                "see 'hermes kanban boards list' (and the hermes_boards setting)"
+                f"no Hermes board {slug!r} served from {self.home}; create it with "
+                f"'hermes kanban boards create {slug}' (see 'hermes kanban boards list')"
+                + (", and name it in the hermes_boards setting" if self._only else "")
             )
         opened = HermesBoard(
             slug, hermes_home.board_db(self.home, slug), self._kb, self._failure_limit, self._budget
@@ -706,13 +708,9 @@ class HermesStore:
 
     def wait_for_change(self, timeout: float) -> bool:
         """True as soon as any served board's database (or the set of boards) changed."""
-        if self._watch is None:
-            self._watch = HermesWatch(self.home, self.board_slugs)
         return self._watch.wait(timeout)
 
     def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._watch.close()
         with self._lock:
             self._boards.clear()

@@ -154,6 +154,9 @@ def task(row: Row, board: str, parents: tuple[str, ...], last: Row | None) -> Ta
         reason = (last["summary"] or last["error"]) if last is not None else None
         reason = reason or row["last_failure_error"]
     goal_turns = (row["goal_max_turns"] or HERMES_GOAL_TURNS) if row["goal_mode"] else 1
+    # Hermes's max_retries is its failure limit (it gives up at that many failures);
+    # ours counts the retries after the first failure (rules.failure_limit_of).
+    limit = row["max_retries"]
     created = float(row["created_at"])
     return Task(
         id=row["id"],
@@ -175,6 +178,7 @@ def task(row: Row, board: str, parents: tuple[str, ...], last: Row | None) -> Ta
         summary=last["summary"] if completed and last is not None else None,
         result=result_of(row["result"]),
         failure_count=int(row["consecutive_failures"] or 0),
+        max_retries=None if limit is None else max(0, int(limit) - 1),
         created_at=created,
         updated_at=float(
             max(

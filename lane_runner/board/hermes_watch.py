@@ -30,13 +30,20 @@ Stamp = tuple[tuple[str, ...], tuple[int | None, ...]]
 
 
 class HermesWatch:
+    """What the home looked like when the store opened: every later commit is a change.
+
+    The stamp is taken here, not at the first wait, so a commit made after the store
+    opened and before the daemon first waits is still reported. The inotify watch
+    itself is made at the first wait that blocks (a store that never waits holds none).
+    """
+
     def __init__(self, home: Path, slugs: Callable[[], list[str]]) -> None:
         self._home = home
         self._slugs = slugs
         self._lock = threading.Lock()
         self._readers: dict[str, sqlite3.Connection] = {}
         self._stamp = self._take()
-        self._watch = self._new_watch(self._stamp[0])
+        self._watch: DirectoryWatch | None = None
 
     def _version(self, slug: str) -> int | None:
         """The board's ``data_version`` (None while it cannot be read: it is skipped)."""
@@ -71,7 +78,7 @@ class HermesWatch:
         stamp = self._take()
         if stamp == self._stamp:
             return False
-        if stamp[0] != self._stamp[0]:
+        if stamp[0] != self._stamp[0] and self._watch is not None:
             self._watch.close()
             self._watch = self._new_watch(stamp[0])
         self._stamp = stamp
@@ -79,10 +86,15 @@ class HermesWatch:
 
     def wait(self, timeout: float) -> bool:
         """True as soon as a served board committed or the set of boards changed."""
+        if timeout > 0 and self._watch is None:
+            # Made before the first look, so no write between the look and the wait slips by.
+            self._watch = self._new_watch(self._stamp[0])
         return wait_for_commit(lambda: self._watch, self._changed, timeout, SETTLE_LOOKS)
 
     def close(self) -> None:
-        self._watch.close()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         with self._lock:
             readers, self._readers = list(self._readers.values()), {}
         for reader in readers:

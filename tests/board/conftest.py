@@ -1,5 +1,6 @@
 """Board fixtures. ``store`` is parametrised by backend: every backend in
-``BACKENDS`` runs the same contract suite."""
+``BACKENDS`` runs the same contract suite. On ``hermes`` (``hermes_backend.py``) a test
+marked ``not_on_hermes(why)`` is skipped, saying why."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from lane_runner.board.base import Board, Store
 from lane_runner.board.sqlite import SqliteStore
+from tests.board import hermes_backend
 
 FAILURE_LIMIT = 3
 
@@ -42,15 +44,59 @@ def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
     return lambda: PostgresStore(url, failure_limit=FAILURE_LIMIT, clock=clock)
 
 
+def _hermes(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
+    from lane_runner.board.hermes import HermesStore
+
+    template: Path = request.getfixturevalue("hermes_template")
+    home = hermes_backend.copy_home(template, request.getfixturevalue("tmp_path"))
+    # The store pins Hermes's home in this process's environment; monkeypatch undoes it.
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_KANBAN_HOME", str(home))
+    url = f"hermes://{home}"
+    return lambda: hermes_backend.HermesSetupStore(HermesStore(url, failure_limit=FAILURE_LIMIT))
+
+
 # name -> how to open stores that share one location (several stores = several runners)
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Clock], StoreOpener]] = {
     "sqlite": _sqlite,
     "postgres": _postgres,
+    "hermes": _hermes,
 }
 
 
+def backend_of(node: pytest.Item) -> str | None:
+    """The backend a collected test runs on; None for a test that opens no store."""
+    callspec = getattr(node, "callspec", None)
+    return None if callspec is None else callspec.params.get("open_store")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{hermes_backend.MARKER}(why): skip on the Hermes backend, saying why"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A ``not_on_hermes`` test is skipped on the Hermes backend only, with its reason."""
+    for item in items:
+        marker = item.get_closest_marker(hermes_backend.MARKER)
+        if marker is not None and backend_of(item) == "hermes":
+            item.add_marker(pytest.mark.skip(reason=f"not on Hermes: {marker.args[0]}"))
+
+
+@pytest.fixture(scope="module")
+def hermes_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home made by ``hermes kanban init`` per module; each test works on a copy."""
+    from tests.hermes.conftest import make_home
+
+    return make_home(tmp_path_factory.mktemp("hermes-template")).path
+
+
 @pytest.fixture
-def clock() -> Clock:
+def clock(request: pytest.FixtureRequest) -> Clock:
+    if backend_of(request.node) == "hermes":
+        return hermes_backend.WallClock()  # type: ignore[return-value]
     return Clock()
 
 

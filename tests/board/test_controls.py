@@ -16,11 +16,13 @@ from lane_runner.board.postgres import PostgresStore
 from lane_runner.board.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.errors import UsageError
+from tests.board.hermes_backend import NO_CONTROLS, READ_ONLY_ADD, not_on_hermes
 
 NODE = "node-a"
 TTL = 60.0
 
 
+@not_on_hermes(NO_CONTROLS)
 def test_stop_request_is_recorded_on_the_current_run_only(board: Board) -> None:
     board.add_task(NewTask(title="t", id="t"))
     with pytest.raises(UsageError, match="not running"):
@@ -37,6 +39,7 @@ def test_stop_request_is_recorded_on_the_current_run_only(board: Board) -> None:
     assert board.stop_request(claim.run.id) is None  # an ended run has nothing to stop
 
 
+@not_on_hermes(NO_CONTROLS)
 def test_board_pause_refuses_claims_until_resumed(open_store: object) -> None:
     stores = [open_store(), open_store()]  # type: ignore[operator]
     first: Store = stores[0]
@@ -67,6 +70,7 @@ def test_max_retries_overrides_the_failure_limit(
     )
 
 
+@not_on_hermes(READ_ONLY_ADD)
 def test_max_retries_is_checked(board: Board) -> None:
     with pytest.raises(UsageError, match="max retries"):
         board.add_task(NewTask(title="t", max_retries=-1))

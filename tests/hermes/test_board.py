@@ -100,6 +100,22 @@ def test_task_commands_are_read_only(hermes_store: HermesStore) -> None:
     assert board(hermes_store).get_task(task_id).status is Status.READY
 
 
+def test_stops_and_pauses_are_left_to_hermes(hermes_store: HermesStore) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    for attempt in (
+        lambda: b.request_stop(task_id, "why", requeue=False),
+        lambda: b.pause("why", "ops"),
+        b.resume,
+    ):
+        with pytest.raises(UsageError, match="its tasks and dispatch are Hermes's"):
+            attempt()
+    assert (b.stop_request(claimed.run.id), b.paused()) == (None, None)
+    assert b.get_task(task_id).status is Status.RUNNING
+
+
 # -- claims ------------------------------------------------------------------------
 
 
@@ -284,6 +300,7 @@ def test_counted_failures_give_up_at_the_tasks_max_retries(hermes_store: HermesS
         BlockKind.GAVE_UP,
         2,
     )
+    assert task.max_retries == 1  # ours counts the retries after the first failure
     assert "gave up after 2 failures" in (task.block_reason or "")
     kinds = [e.kind for e in b.events(task_id)]
     assert kinds.count("reclaimed") == 1 and kinds[-1] == "gave_up"
