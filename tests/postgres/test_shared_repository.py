@@ -8,9 +8,12 @@ takes the dead runner's worktree over instead of blocking the task.
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 from lane_runner.board.model import NewTask, Outcome
 
-from .conftest import Fleet
+from .conftest import Fleet, Pod
 
 TASKS = 90
 SLOW = "[sim:slow:0.15:6]"  # about a second of provider work: runs are in flight when killed
@@ -26,12 +29,17 @@ def test_a_dead_runner_s_worktrees_are_taken_over(fleet: Fleet) -> None:
     survivors = [first.start("--until-idle"), second.start("--until-idle")]
     doomed.start()
     fleet.wait(
-        lambda: fleet.done() >= 15 and len(fleet.board.running_runs(doomed.node)) >= 2,
+        lambda: fleet.done() >= 15
+        and len(fleet.board.running_runs(doomed.node)) >= 2
+        and bool(holding_branches(fleet.repo, doomed)),
         timeout=120,
-        what="home3 to be mid-run",
+        what="home3 to be mid-run with a task's branch checked out",
     )
     doomed.kill()
     killed_in_flight = {run.task_id for run in fleet.board.running_runs(doomed.node)}
+    # A run killed before its worktree was made leaves no branch to take over.
+    held = holding_branches(fleet.repo, doomed) & killed_in_flight
+    assert held
 
     for daemon in survivors:
         assert daemon.wait(timeout=240) == 0, first.log_tail() + second.log_tail()
@@ -46,9 +54,26 @@ def test_a_dead_runner_s_worktrees_are_taken_over(fleet: Fleet) -> None:
         if run.node == doomed.node and run.outcome is Outcome.EXPIRED
     }
     assert rescued == killed_in_flight
-    for task_id in rescued:
+    for task_id in held:
         notes = [c.body for c in fleet.board.comments(task_id)]
         assert any("took over the worktree" in note for note in notes), (task_id, notes)
+    for task_id in rescued:
         assert not doomed.home.worktree("shared", task_id).exists()
         survivors_worktrees = [pod.home.worktree("shared", task_id) for pod in (first, second)]
         assert [path.is_dir() for path in survivors_worktrees].count(True) == 1, task_id
+
+
+def holding_branches(repo: Path, pod: Pod) -> set[str]:
+    """The tasks whose branch git has checked out in one of ``pod``'s worktrees."""
+    listing = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "list", "--porcelain"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    home = str(pod.root.resolve())
+    held = set()
+    for entry in listing.split("\n\n"):
+        fields = dict(line.partition(" ")[::2] for line in entry.splitlines())
+        path, branch = fields.get("worktree", ""), fields.get("branch", "")
+        if path.startswith(home) and branch.startswith("refs/heads/lane/shared/"):
+            held.add(branch.rpartition("/")[2])
+    return held

@@ -66,7 +66,7 @@ def pause_runner(args: argparse.Namespace) -> int:
         home = Home(cfg.home)
         home.ensure()
         record = pause.pause(home.pause_file, args.reason, _who())
-        running = _drain(lambda: _active(home), args.timeout) if args.wait else None
+        running = _drain(lambda: _active(home, record), args.timeout) if args.wait else None
     document = {
         "paused": True,
         "board": args.board,
@@ -102,16 +102,17 @@ def _drain(running: Callable[[], int | None], timeout: float | None) -> int:
         time.sleep(POLL)
 
 
-def _active(home: Home) -> int | None:
-    """Runs the daemon still runs after seeing the pause: 0 when no daemon serves this home,
-    None while a daemon has not yet published that it saw the pause."""
+def _active(home: Home, paused: pause.Pause) -> int | None:
+    """Runs the daemon still runs after seeing ``paused``: 0 when no daemon serves this home,
+    None while a daemon has not yet published that it saw this very pause (what it last
+    published may be an earlier pause, since lifted, with runs claimed after it)."""
     view = status.judge(
         lock.holder(home.lock_file), lock.read_holder(home.lock_file), status.read(home.status_file)
     )
     if view.state in (status.DaemonState.STOPPED, status.DaemonState.STALE):
         return 0
     published = view.published
-    if published is None or published.get("paused") is None:
+    if published is None or published.get("paused") != paused.to_dict():
         return None
     return len(published.get("active", []))
 
