@@ -50,10 +50,12 @@ class Board(Protocol):
     """One board's tasks and runs: the contract every backend keeps.
 
     Every method is one transaction: it happens entirely or not at all, and a
-    method that raises wrote nothing. Methods that change a task take the board's
-    lock first (``board/sql.py``), so one board's transitions happen one at a time
-    on every backend and each appends exactly one event per task it changes (a
-    hosted board's own calls may log more: Hermes's ``assigned``, ``heartbeat``).
+    method that raises wrote nothing. Methods that change a task hold the board's
+    lock from before they read another task's state or write an event to their
+    commit (``board/sql.py``), so each sees every transition committed before it,
+    events follow commit order, and each appends exactly one event per task it
+    changes (a hosted board's own calls may log more: Hermes's ``assigned``,
+    ``heartbeat``).
     Guards are exact-run: an operation naming a run that is no longer its task's
     current run changes nothing and says so by its return value, never by raising.
 

@@ -4,18 +4,24 @@ Several runners, each in its own pod, work one board here. The transactions are
 ``board/sql.py``'s; this module holds what is PostgreSQL's own: the schema, the
 connection pool, the board lock, run ids and change notification.
 
-The board lock is the board's row in ``boards``, taken ``FOR NO KEY UPDATE`` as
-the first statement of every transaction that changes a task and kept to its
-commit. Transitions of one board therefore happen one at a time, whichever
-runner makes them, and event ids (handed out by one sequence) follow commit
-order, so a reader following ``events(after_id)`` never skips an event that
-committed after a later-numbered one. The same row holds the board's run
-counter, so run ids increase per board. Heartbeats and comments change no task
-and do not take the lock; a heartbeat racing a transition waits for the run's
-row and then re-checks its guard.
+Two locks, taken in this order (``board/sql.py`` says why): a task's row,
+``FOR NO KEY UPDATE`` (a claim's pick with ``SKIP LOCKED``, so runners claiming at
+once take different tasks instead of queueing on one), and the board's row in
+``boards``, locked by an ``UPDATE`` before a transition reads another task's
+state or writes an event, and kept to its commit. Event ids (handed out by one
+sequence) therefore follow commit order, so a reader following
+``events(after_id)`` never skips an event that committed after a
+later-numbered one. The board's row holds the run counter, so run ids increase
+per board. A transition that promotes children updates their rows under the
+board lock, while an archive of such a child holds the child's row and waits for
+the board lock: PostgreSQL detects that deadlock and aborts one, which the retry
+layer runs again. Heartbeats and comments change no task and take neither lock;
+a heartbeat racing a transition waits for the run's row and then re-checks its
+guard.
 
-Transactions run at READ COMMITTED: a statement issued after the board lock was
-granted sees everything committed before it.
+Transactions run at READ COMMITTED: a statement issued after a lock was granted
+sees everything committed before it, and a locking ``SELECT`` re-checks its
+conditions on the latest version of the rows it waited for.
 
 Waits are bounded (``board/retry.py``): each transaction waits for a pooled
 connection and for row locks (``lock_timeout``) only as long as the operation's
@@ -57,7 +63,15 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BlockKind, Outcome, Status
-from lane_runner.board.sql import CONTROLS_STEP, Notify, SqlBoard, Work, pyformat, upgrade
+from lane_runner.board.sql import (
+    CONTROLS_STEP,
+    BoardLock,
+    Notify,
+    SqlBoard,
+    Work,
+    pyformat,
+    upgrade,
+)
 from lane_runner.board.sql import Connection as AnyConnection
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name
@@ -330,24 +344,29 @@ class PostgresBoardDialect:
     def sql(self, statement: str) -> str:
         return pyformat(statement)
 
-    def lock_board(self, connection: AnyConnection) -> float | None:
-        """The board's row, locked; and the server's clock, read in the same statement."""
+    def lock_board(self, connection: AnyConnection, *, new_run: bool = False) -> BoardLock:
+        """The board's row, locked by an update (a claim's takes its run id from the counter),
+        and the server's clock, read once the lock is granted (RETURNING runs after it)."""
         board = connection.execute(
-            "SELECT extract(epoch FROM clock_timestamp())::float8 AS now FROM boards "
-            "WHERE slug = %s FOR NO KEY UPDATE",
-            (self.scope,),
+            "UPDATE boards SET next_run_id = next_run_id + %s WHERE slug = %s "
+            "RETURNING next_run_id, extract(epoch FROM clock_timestamp())::float8 AS now",
+            (int(new_run), self.scope),
         ).fetchone()
         if board is None:
             raise NotFound(f"board {self.scope!r} no longer exists")
-        return float(board["now"]) if self._clock is None else self._clock()
+        now = float(board["now"]) if self._clock is None else self._clock()
+        return BoardLock(now, int(board["next_run_id"]) if new_run else None)
 
-    def next_run_id(self, connection: AnyConnection) -> int:
-        row = connection.execute(
-            "UPDATE boards SET next_run_id = next_run_id + 1 WHERE slug = %s "
-            "RETURNING next_run_id",
-            (self.scope,),
-        ).fetchone()
-        return int(row["next_run_id"])
+    def lock_rows(self, *, skip_locked: bool = False) -> str:
+        """``FOR NO KEY UPDATE``: it keeps out other transitions of the task, not the rows
+        (events, runs, comments) that only refer to it."""
+        return " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
+
+    def clock(self) -> tuple[str, float | None]:
+        """The server's clock, read by the statement itself: no round trip of its own."""
+        if self._clock is not None:
+            return ":now", self._clock()
+        return "extract(epoch FROM clock_timestamp())::float8", None
 
     def now(self, connection: AnyConnection) -> float:
         """The server's clock at this statement (after the board lock was granted)."""

@@ -10,20 +10,30 @@ Both backends keep the same tables and columns. Every statement names its board
 as ``board = :board``: PostgreSQL holds every board in one set of tables, and an
 SQLite file holds one board, whose rows all carry the dialect's ``scope`` ('').
 
-Locking, the same promise on both: every transaction that changes a task takes
-the board's lock first (``Dialect.lock_board``) and keeps it to its commit, so a
-board's transitions happen one at a time, each sees every transition committed
-before it, and event ids follow commit order. Reads, heartbeats and comments
-change no task and do not take it.
+Locking, the same promise on both. Two kinds of lock: a task's row lock
+(``Dialect.lock_rows``; on PostgreSQL ``FOR NO KEY UPDATE``, on SQLite nothing,
+as ``BEGIN IMMEDIATE`` already holds the whole file) and the board's lock
+(``Dialect.lock_board``). A transaction that changes tasks takes the row locks of
+its own tasks first, decides what it can from those tasks alone, and takes the
+board lock before it reads another task's state or writes an event; both are kept
+to its commit. So the decisions that need the whole board (a claim's pause check,
+promoting children, a new task's parents) see every transition committed before
+them, a board's events are written one transaction at a time, and event ids (and
+run ids) follow commit order; but the statements of a claim's pick and a
+completion's own-task checks do not hold the board lock every runner waits on.
+A claim picks its task before the board lock: the first claimable task that no
+other transaction holds (``SKIP LOCKED``), re-checked under its row lock, so two
+claims never get one task, and concurrent claims may commit a little out of
+priority order (each took the first task nobody else was claiming). Reads,
+heartbeats and comments change no task and take no lock but a run's row.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -48,12 +58,9 @@ from lane_runner.board.rows import Row, run_from_row, stop_from_row, task_from_r
 from lane_runner.errors import NotFound, UsageError
 
 T = TypeVar("T")
-PICK_PAGE = 16  # ready tasks a claim reads at a time
 
 
 class Cursor(Protocol):
-    rowcount: int
-
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
@@ -63,6 +70,13 @@ class Connection(Protocol):
     """What the transactions need of a connection: ``sqlite3`` and psycopg both fit."""
 
     def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+
+class BoardLock(NamedTuple):
+    """What taking the board lock read: the transition's time and, for a claim, its run id."""
+
+    now: float
+    run_id: int | None
 
 
 Work = Callable[[Connection], T]  # one transaction's reads and writes
@@ -86,15 +100,23 @@ class Dialect(Protocol):
         (``UsageError``, ``NotFound``) rolls back and propagates unchanged.
         """
 
-    def lock_board(self, connection: Connection) -> float | None:
-        """Take the board's write lock for the rest of the transaction (NotFound: gone).
+    def lock_rows(self, *, skip_locked: bool = False) -> str:
+        """The clause that makes a ``SELECT`` lock the task rows it returns to the commit.
 
-        Returns the transition's time when the statement that took the lock could read
-        it too (one round trip fewer while the lock is held), else None.
+        ``skip_locked``: rows another transaction holds are passed over, not waited for.
+        Empty where the transaction already holds the whole board (SQLite).
         """
 
-    def next_run_id(self, connection: Connection) -> int:
-        """The next run id of this board: larger than every id it handed out before."""
+    def lock_board(self, connection: Connection, *, new_run: bool = False) -> BoardLock:
+        """Take the board's lock for the rest of the transaction (NotFound: the board is gone).
+
+        Returns the transition's time, read after the lock was granted, and with
+        ``new_run`` the next run id of this board (larger than every one before).
+        """
+
+    def clock(self) -> tuple[str, float | None]:
+        """How a statement compares with the time now: an SQL expression, and the value
+        bound to ``:now`` in it (None when the expression needs none)."""
 
     def now(self, connection: Connection) -> float:
         """The time a transition records, in seconds since the epoch."""
@@ -166,7 +188,6 @@ class SqlBoard:
         self.slug = slug
         self._dialect = dialect
         self._failure_limit = failure_limit
-        self._transition_time = threading.local()  # per thread: the transition it is in
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -186,24 +207,14 @@ class SqlBoard:
     def _transition(
         self, work: Work[T], notify: Callable[[T], bool] = _always
     ) -> T:
-        """A write that may change tasks: under the board lock, taken before anything else."""
+        """A write that may change tasks; ``work`` takes its locks itself, in this order:
+        its own tasks' rows (``_task_row(lock=True)``, ``_current``), then the board
+        (``_lock``) before it reads another task's state or writes an event."""
+        return self._dialect.transaction(work, write=True, notify=notify)
 
-        def locked(connection: Connection) -> T:
-            self._transition_time.at = self._dialect.lock_board(connection)
-            try:
-                return work(connection)
-            finally:
-                self._transition_time.at = None
-
-        return self._dialect.transaction(locked, write=True, notify=notify)
-
-    def _now(self, connection: Connection) -> float:
-        """The time this transaction records (leases, events); the dialect decides whose clock.
-
-        In a transition, the time read with the board lock, when the dialect read one.
-        """
-        at: float | None = getattr(self._transition_time, "at", None)
-        return self._dialect.now(connection) if at is None else at
+    def _lock(self, connection: Connection, *, new_run: bool = False) -> BoardLock:
+        """The board lock, to the commit: the transition's time (and a claim's run id)."""
+        return self._dialect.lock_board(connection, new_run=new_run)
 
     # -- row access --------------------------------------------------------------
 
@@ -216,14 +227,18 @@ class SqlBoard:
         )
         return tuple(row["parent_id"] for row in rows)
 
-    def _task_row(self, connection: Connection, task_id: str) -> Row | None:
+    def _task_row(self, connection: Connection, task_id: str, *, lock: bool = False) -> Row | None:
+        """The task's row; with ``lock``, its row lock held to the commit."""
         row: Row | None = self._q(
-            connection, "SELECT * FROM tasks WHERE board = :board AND id = :id", id=task_id
+            connection,
+            "SELECT * FROM tasks WHERE board = :board AND id = :id"
+            + (self._dialect.lock_rows() if lock else ""),
+            id=task_id,
         ).fetchone()
         return row
 
-    def _task(self, connection: Connection, task_id: str) -> Task:
-        row = self._task_row(connection, task_id)
+    def _task(self, connection: Connection, task_id: str, *, lock: bool = False) -> Task:
+        row = self._task_row(connection, task_id, lock=lock)
         if row is None:
             raise NotFound(
                 f"no task {task_id!r} on board {self.slug!r}; "
@@ -240,11 +255,12 @@ class SqlBoard:
         return run_from_row(row, self.slug)
 
     def _current(self, connection: Connection, run_id: int) -> Row | None:
-        """The task row whose current run is ``run_id`` (still running): the exact-run guard."""
+        """The task row whose current run is ``run_id`` (still running), row-locked: the
+        exact-run guard, re-checked on the latest version once the lock is granted."""
         row: Row | None = self._q(
             connection,
             "SELECT * FROM tasks WHERE board = :board AND current_run_id = :run "
-            "AND status = 'running'",
+            "AND status = 'running'" + self._dialect.lock_rows(),
             run=run_id,
         ).fetchone()
         return row
@@ -304,13 +320,13 @@ class SqlBoard:
         new = rules.checked_task(new)
 
         def work(connection: Connection) -> Task:
+            now = self._lock(connection).now  # first: the parents' statuses are read under it
             task_id = new.id or self._fresh_id(connection)
             if self._task_row(connection, task_id) is not None:
                 raise UsageError(f"task {task_id!r} already exists on board {self.slug!r}")
             if rules.would_cycle(task_id, new.parents, lambda t: self._parents(connection, t)):
                 raise UsageError(f"task {task_id!r} cannot be its own ancestor (parent cycle)")
             statuses = self._parent_statuses(connection, new.parents)
-            now = self._now(connection)
             self._q(
                 connection,
                 "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
@@ -368,7 +384,7 @@ class SqlBoard:
 
         def work(connection: Connection) -> Comment:
             self._task(connection, task_id)
-            now = self._now(connection)
+            now = self._dialect.now(connection)
             row = self._q(
                 connection,
                 "INSERT INTO comments (board, task_id, author, body, at) "
@@ -433,11 +449,11 @@ class SqlBoard:
 
     def unblock(self, task_id: str) -> Task:
         def work(connection: Connection) -> Task:
-            task = self._task(connection, task_id)
+            task = self._task(connection, task_id, lock=True)
             if task.status is not Status.BLOCKED:
                 raise UsageError(f"task {task_id!r} is {task.status}, not blocked")
+            now = self._lock(connection).now  # before reading the parents' statuses
             statuses = self._parent_statuses(connection, task.parents)
-            now = self._now(connection)
             self._q(
                 connection,
                 "UPDATE tasks SET status = :status, block_reason = NULL, block_kind = NULL, "
@@ -452,14 +468,14 @@ class SqlBoard:
 
     def archive(self, task_id: str) -> Task:
         def work(connection: Connection) -> Task:
-            task = self._task(connection, task_id)
+            task = self._task(connection, task_id, lock=True)
             if task.status is Status.RUNNING:
                 raise UsageError(
                     f"task {task_id!r} is running (run {task.current_run_id}); stop it first"
                 )
             if task.status is Status.ARCHIVED:
                 return task
-            now = self._now(connection)
+            now = self._lock(connection).now
             self._q(
                 connection,
                 "UPDATE tasks SET status = 'archived', block_kind = NULL, updated_at = :now "
@@ -490,75 +506,79 @@ class SqlBoard:
             raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
 
         def work(connection: Connection) -> Claim | None:
-            if self._pause(connection) is not None:
-                return None  # under the board lock: no claim commits after a pause did
-            now = self._now(connection)
-            picked = self._pick(connection, now, default_assignee)
+            picked = self._pick(connection, default_assignee)  # its row lock, then the board's
             if picked is None:
                 return None
             task_id, assignee = picked
-            run_id = self._dialect.next_run_id(connection)
-            # RETURNING: the claim's rows come back with the writes, not in extra round
-            # trips while the board lock is held (every other runner's claim waits on it).
+            now, run_id = self._lock(connection, new_run=True)
+            # The pause is checked by the insert, a statement begun under the board lock:
+            # no claim commits after a pause did. Paused, nothing is written (the run id
+            # taken is skipped, which keeps run ids increasing).
             run = self._q(
                 connection,
                 "INSERT INTO runs (board, id, task_id, node, claimed_at, lease_expires_at, "
-                "heartbeat_at) VALUES (:board, :id, :task, :node, :now, :expires, :now) "
+                "heartbeat_at) SELECT :board, :id, :task, :node, :now, :expires, :now "
+                "WHERE NOT EXISTS (SELECT 1 FROM board_pauses WHERE board = :board) "
                 "RETURNING *",
                 id=run_id, task=task_id, node=node, now=now, expires=now + lease_ttl,
-            ).fetchall()[0]
+            ).fetchone()
+            if run is None:
+                return None
             task = self._q(
                 connection,
                 "UPDATE tasks SET status = 'running', assignee = :assignee, "
                 "current_run_id = :run, updated_at = :now WHERE board = :board AND id = :id "
                 "RETURNING *",
                 assignee=assignee, run=run_id, now=now, id=task_id,
-            ).fetchall()[0]
+            ).fetchone()
             self._event(connection, task_id, EventKind.CLAIMED, now, run_id, node=node)
             parents = self._parents(connection, task_id)
             return Claim(task_from_row(task, self.slug, parents), run_from_row(run, self.slug))
 
         return self._transition(work, notify=_changed)
 
-    def _pick(
-        self, connection: Connection, now: float, default_assignee: str
-    ) -> tuple[str, str] | None:
-        """The first claimable task in priority-then-age order, and the assignee it runs under.
+    def _pick(self, connection: Connection, default_assignee: str) -> tuple[str, str] | None:
+        """The first claimable task in priority-then-age order, row-locked, and its assignee.
 
-        Read a page at a time: a board with thousands of ready tasks must not ship
-        them all to every claim (the first page nearly always holds the answer; only
-        tasks of other lanes make it read on).
+        Tasks another transaction holds are skipped (one being claimed now), and the
+        conditions are checked again on the latest version once the lock is granted
+        (PostgreSQL's READ COMMITTED does), so a task claimed meanwhile is passed over.
+        Unassigned tasks are left out in SQL when there is no default assignee; a task
+        whose assignee is not a lane (``rules.claim_assignee``; ``add_task`` lets none
+        in) is passed over too.
         """
-        offset = 0
+        clock, now = self._dialect.clock()
+        passed: dict[str, str] = {}
         while True:
-            page = self._q(
+            not_passed = "".join(f" AND id <> :passed{n}" for n in range(len(passed)))
+            row = self._q(
                 connection,
                 "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
-                "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
-                f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order} "
-                "LIMIT :limit OFFSET :offset",
-                now=now, limit=PICK_PAGE, offset=offset,
-            ).fetchall()
-            for row in page:
-                assignee = rules.claim_assignee(row["assignee"], default_assignee)
-                if assignee is not None:
-                    return row["id"], assignee
-            if len(page) < PICK_PAGE:
+                f"AND (next_attempt_at IS NULL OR next_attempt_at <= {clock}) "
+                f"AND (assignee IS NOT NULL OR :unassigned){not_passed} "
+                f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order} LIMIT 1"
+                + self._dialect.lock_rows(skip_locked=True),
+                now=now, unassigned=bool(default_assignee), **passed,
+            ).fetchone()
+            if row is None:
                 return None
-            offset += PICK_PAGE
+            assignee = rules.claim_assignee(row["assignee"], default_assignee)
+            if assignee is not None:
+                return row["id"], assignee
+            passed[f"passed{len(passed)}"] = row["id"]
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         def work(connection: Connection) -> bool:
-            now = self._now(connection)
-            cursor = self._q(
+            now = self._dialect.now(connection)
+            renewed = self._q(
                 connection,
                 "UPDATE runs SET lease_expires_at = :expires, heartbeat_at = :now "
                 "WHERE board = :board AND id = :id AND ended_at IS NULL AND EXISTS ("
                 "SELECT 1 FROM tasks WHERE tasks.board = runs.board "
-                "AND tasks.current_run_id = runs.id AND tasks.status = 'running')",
+                "AND tasks.current_run_id = runs.id AND tasks.status = 'running') RETURNING id",
                 expires=now + lease_ttl, now=now, id=run_id,
-            )
-            return cursor.rowcount == 1
+            ).fetchall()
+            return len(renewed) == 1
 
         return self._write(work)
 
@@ -570,29 +590,36 @@ class SqlBoard:
         metadata: dict[str, Any] | None = None,
     ) -> CompleteOutcome:
         def work(connection: Connection) -> CompleteOutcome:
-            run = self._q(
-                connection, "SELECT task_id FROM runs WHERE board = :board AND id = :id", id=run_id
+            # The run's task, row-locked; then its latest ended run, read by a statement
+            # begun once the row lock is held, so it sees every transition of this task
+            # (they all hold its row lock). No other task's state is read yet.
+            row: Row | None = self._q(
+                connection,
+                "SELECT * FROM tasks WHERE board = :board AND id = ("
+                "SELECT task_id FROM runs WHERE board = :board AND id = :run)"
+                + self._dialect.lock_rows(),
+                run=run_id,
             ).fetchone()
-            if run is None:
-                return CompleteOutcome.STALE
-            task = self._task(connection, run["task_id"])
-            latest = self._q(
+            if row is None:
+                return CompleteOutcome.STALE  # no such run
+            latest_ended: int | None = self._q(
                 connection,
                 "SELECT MAX(id) AS id FROM runs WHERE board = :board AND task_id = :task "
                 "AND ended_at IS NOT NULL",
-                task=task.id,
-            ).fetchone()
+                task=row["id"],
+            ).fetchone()["id"]
+            task = task_from_row(row, self.slug, ())
             outcome = rules.completion(
                 run_id,
                 status=task.status,
                 current_run_id=task.current_run_id,
                 completed_run_id=task.completed_run_id,
-                latest_ended_run_id=latest["id"],
+                latest_ended_run_id=latest_ended,
                 result_matches=rules.same_result(task.result, result),
             )
             if outcome in (CompleteOutcome.COMPLETED, CompleteOutcome.REPLAYED):
                 self._record_completion(
-                    connection, task, run_id, result, summary, outcome, metadata or {}
+                    connection, task.id, run_id, result, summary, outcome, metadata or {}
                 )
             return outcome
 
@@ -604,14 +631,16 @@ class SqlBoard:
     def _record_completion(
         self,
         connection: Connection,
-        task: Task,
+        task_id: str,
         run_id: int,
         result: dict[str, Any],
         summary: str,
         outcome: CompleteOutcome,
         metadata: dict[str, Any],
     ) -> None:
-        now = self._now(connection)
+        """The completion's writes, under the board lock (taken here): an event follows,
+        and promoting the children reads their other parents."""
+        now = self._lock(connection).now
         if outcome is CompleteOutcome.COMPLETED:
             self._end_run(connection, run_id, Outcome.COMPLETED, None, now)
             kind = EventKind.COMPLETED
@@ -629,36 +658,39 @@ class SqlBoard:
             "block_reason = NULL, block_kind = NULL, updated_at = :now "
             "WHERE board = :board AND id = :id",
             run=run_id, summary=summary, result=rules.canonical_json(result).decode("utf-8"),
-            now=now, id=task.id,
+            now=now, id=task_id,
         )
         extra = {"metadata": rules.storable(metadata)} if metadata else {}
-        self._event(connection, task.id, kind, now, run_id, **extra)
-        self._promote_children(connection, task.id, now)
+        self._event(connection, task_id, kind, now, run_id, **extra)
+        self._promote_children(connection, task_id, now)
 
     def _promote_children(self, connection: Connection, parent: str, now: float) -> None:
-        """Children waiting only on ``parent`` become ready, in task id order."""
-        children = self._q(
+        """Children waiting only on ``parent`` become ready, in task id order.
+
+        Under the board lock: a sibling parent completing at the same moment either
+        committed before this statement began (its ``done`` is read here) or waits for
+        the board lock and then reads this completion's.
+        """
+        statuses: dict[str, list[Status]] = {}
+        for row in self._q(
             connection,
-            "SELECT t.id FROM tasks t JOIN task_links l ON l.board = t.board "
-            "AND l.task_id = t.id WHERE l.board = :board AND l.parent_id = :parent "
-            "AND t.status = 'todo' ORDER BY t.id",
+            "SELECT l.task_id AS child, p.status FROM task_links l JOIN tasks p "
+            "ON p.board = l.board AND p.id = l.parent_id WHERE l.board = :board "
+            "AND l.task_id IN (SELECT t.id FROM tasks t JOIN task_links c ON c.board = t.board "
+            "AND c.task_id = t.id WHERE c.board = :board AND c.parent_id = :parent "
+            "AND t.status = 'todo') ORDER BY l.task_id",
             parent=parent,
-        ).fetchall()
-        for child in children:
-            statuses = self._q(
-                connection,
-                "SELECT p.status FROM task_links l JOIN tasks p ON p.board = l.board "
-                "AND p.id = l.parent_id WHERE l.board = :board AND l.task_id = :child",
-                child=child["id"],
-            )
-            if rules.initial_status(Status(row["status"]) for row in statuses) is Status.READY:
+        ):
+            statuses.setdefault(row["child"], []).append(Status(row["status"]))
+        for child, parents in statuses.items():
+            if rules.initial_status(parents) is Status.READY:
                 self._q(
                     connection,
                     "UPDATE tasks SET status = 'ready', updated_at = :now "
                     "WHERE board = :board AND id = :id",
-                    now=now, id=child["id"],
+                    now=now, id=child,
                 )
-                self._event(connection, child["id"], EventKind.PROMOTED, now, parent=parent)
+                self._event(connection, child, EventKind.PROMOTED, now, parent=parent)
 
     def block(
         self, run_id: int, reason: str, kind: BlockKind, *, count_failure: bool = True
@@ -669,7 +701,7 @@ class SqlBoard:
             task = self._current(connection, run_id)
             if task is None:
                 return False
-            now = self._now(connection)
+            now = self._lock(connection).now
             self._end_run(connection, run_id, Outcome.BLOCKED, reason, now)
             failures = task["failure_count"] + count_failure
             self._set_blocked(connection, task["id"], reason, kind, failures, now)
@@ -713,7 +745,7 @@ class SqlBoard:
             task = self._current(connection, run_id)
             if task is None:
                 return False
-            now = self._now(connection)
+            now = self._lock(connection).now
             self._end_run(connection, run_id, outcome, reason, now)
             failures = task["failure_count"] + count_failure
             limit = rules.failure_limit_of(task["max_retries"], self._failure_limit)
@@ -753,21 +785,21 @@ class SqlBoard:
         rules.check_text("stop reason", reason)
 
         def work(connection: Connection) -> Run:
-            task = self._task(connection, task_id)
+            task = self._task(connection, task_id, lock=True)
             if task.status is not Status.RUNNING or task.current_run_id is None:
                 raise UsageError(f"task {task_id!r} is {task.status}, not running: nothing to stop")
-            now = self._now(connection)
-            self._q(
+            now = self._lock(connection).now
+            run = self._q(
                 connection,
                 "UPDATE runs SET stop_requested_at = :now, stop_reason = :reason, "
-                "stop_requeue = :requeue WHERE board = :board AND id = :id",
+                "stop_requeue = :requeue WHERE board = :board AND id = :id RETURNING *",
                 now=now, reason=reason, requeue=int(requeue), id=task.current_run_id,
-            )
+            ).fetchall()[0]
             self._event(
                 connection, task_id, EventKind.STOP_REQUESTED, now, task.current_run_id,
                 reason=reason, requeue=requeue,
             )
-            return self._run(connection, task.current_run_id)
+            return run_from_row(run, self.slug)
 
         return self._transition(work)
 
@@ -793,7 +825,7 @@ class SqlBoard:
         rules.check_text("pause reason", reason)
 
         def work(connection: Connection) -> BoardPause:
-            now = self._now(connection)
+            now = self._lock(connection).now
             self._q(connection, "DELETE FROM board_pauses WHERE board = :board")
             self._q(
                 connection,
@@ -809,8 +841,11 @@ class SqlBoard:
         """True when a pause was lifted; the runners are told, and claim at once."""
 
         def work(connection: Connection) -> bool:
-            cursor = self._q(connection, "DELETE FROM board_pauses WHERE board = :board")
-            return cursor.rowcount > 0
+            self._lock(connection)
+            lifted = self._q(
+                connection, "DELETE FROM board_pauses WHERE board = :board RETURNING board"
+            ).fetchall()
+            return len(lifted) > 0
 
         return self._transition(work, notify=_changed)
 
@@ -835,7 +870,7 @@ class SqlBoard:
                 connection,
                 "SELECT * FROM runs WHERE board = :board AND ended_at IS NULL "
                 "AND lease_expires_at <= :now ORDER BY id",
-                now=self._now(connection) if now is None else now,
+                now=self._dialect.now(connection) if now is None else now,
             )
             return [run_from_row(row, self.slug) for row in rows]
 

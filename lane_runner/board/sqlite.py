@@ -33,7 +33,15 @@ from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 from lane_runner.board.model import BlockKind, Outcome, Status
-from lane_runner.board.sql import CONTROLS_STEP, Connection, Notify, SqlBoard, Work, upgrade
+from lane_runner.board.sql import (
+    CONTROLS_STEP,
+    BoardLock,
+    Connection,
+    Notify,
+    SqlBoard,
+    Work,
+    upgrade,
+)
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name, is_valid_name
 
@@ -237,14 +245,23 @@ class SqliteFile:
         finally:
             self._lock.release()
 
-    def lock_board(self, connection: Connection) -> None:
-        """Nothing to do: ``BEGIN IMMEDIATE`` took the file's write lock (the time is ``now``)."""
+    def lock_board(self, connection: Connection, *, new_run: bool = False) -> BoardLock:
+        """Nothing to take: ``BEGIN IMMEDIATE`` took the file's write lock. The time is the
+        clock's; a run id is one past the last ``runs`` row's (AUTOINCREMENT keeps it)."""
+        run_id = None
+        if new_run:
+            row = connection.execute(
+                "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0) + 1"
+            ).fetchone()
+            run_id = int(row[0])
+        return BoardLock(self._clock(), run_id)
 
-    def next_run_id(self, connection: Connection) -> int:
-        row = connection.execute(
-            "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0) + 1"
-        ).fetchone()
-        return int(row[0])
+    def lock_rows(self, *, skip_locked: bool = False) -> str:
+        """Nothing: the write transaction holds the whole file from its ``BEGIN IMMEDIATE``."""
+        return ""
+
+    def clock(self) -> tuple[str, float | None]:
+        return ":now", self._clock()
 
     def now(self, connection: Connection) -> float:
         return self._clock()
