@@ -23,6 +23,12 @@ from lane_runner.errors import LaneRunnerError
 
 log = logging.getLogger(__name__)
 
+# How long taking the lock waits for its holder to let go. ``holder`` (``lane-runner
+# status``) probes by taking the lock for an instant: a daemon starting in that instant
+# waits the probe out instead of reporting another lane-runner. A real holder keeps it
+# far longer, and is named after that second.
+PATIENCE = 1.0
+
 
 @dataclass(frozen=True)
 class Holder:
@@ -79,7 +85,12 @@ class HomeLock:
         self.path = path
         self.command = command
         self._lock = FileLock(
-            path, timeout=0, preserve_lock_file=True, mode=0o600, on_acquired=self._write_holder
+            path,
+            timeout=PATIENCE,
+            poll_interval=0.01,
+            preserve_lock_file=True,
+            mode=0o600,
+            on_acquired=self._write_holder,
         )
 
     def _write_holder(self, fd: int) -> None:

@@ -57,3 +57,32 @@ def test_kill_9_of_the_holder_frees_the_home(held) -> None:
 
 def test_nobody_holds_a_fresh_home(tmp_path: Path) -> None:
     assert holder(tmp_path / "runner.lock") is None
+
+
+PROBE = """
+import sys
+from pathlib import Path
+from lane_runner.service.lock import holder
+path = Path(sys.argv[1])
+print("probing", flush=True)
+while True:
+    holder(path)
+"""
+
+
+def test_a_status_probe_never_makes_a_starting_daemon_give_up(tmp_path: Path) -> None:
+    """``lane-runner status`` probes the lock by taking it for an instant: a daemon that
+    starts in that instant (a systemd restart while a monitor polls status) must wait for
+    the probe, not report another lane-runner and exit."""
+    path = tmp_path / "runner.lock"
+    probe = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert probe.stdout is not None and probe.stdout.readline().strip() == "probing"
+        for _ in range(300):
+            with HomeLock(path, "daemon"):
+                pass
+    finally:
+        probe.kill()
+        probe.wait()
