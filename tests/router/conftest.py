@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -29,14 +30,24 @@ class Reply:
     trickle: float = 0.0  # > 0: send the whole response one byte per this many seconds
 
 
+class LoopbackServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (the router's timeouts, a closed keep-alive) is no error
+        of the stand-in's; anything else is printed as usual."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedRouter:
     """Serves ``replies`` in order and records every request it received."""
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_port}/v1/chat/completions"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
