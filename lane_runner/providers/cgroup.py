@@ -172,7 +172,11 @@ def sweep() -> list[int]:
         pid, _, start = daemon.name[len(PREFIX) :].partition("-")
         if not pid.isdigit() or _start_time(int(pid)) == start:
             continue  # a living daemon's (this one's included)
-        for attempt in [p for p in daemon.iterdir() if p.is_dir()]:
+        try:
+            attempts = [p for p in daemon.iterdir() if p.is_dir()]
+        except FileNotFoundError:
+            continue  # another home's daemon, starting at the same moment, swept it first
+        for attempt in attempts:
             group = AttemptGroup(attempt)
             killed += group.pids()
             group.kill()

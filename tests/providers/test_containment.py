@@ -8,9 +8,11 @@ tested in test_supervisor) is all there is.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -106,3 +108,28 @@ def test_an_escaped_grandchild_of_a_killed_daemon_is_ended_by_the_sweep(tmp_path
         time.sleep(0.01)
     above = cgroup.parent()
     assert above is not None and not list(above.glob(f"{cgroup.PREFIX}{daemon.pid}-*"))
+
+
+def test_daemons_starting_together_sweep_the_same_dead_groups_without_failing() -> None:
+    """Several homes on one host start at once (a reboot): their sweeps race over the
+    same dead daemons' groups, and each group one of them removes must not fail another."""
+    above = cgroup.parent()
+    assert above is not None
+    dead = [above / f"{cgroup.PREFIX}{os.getpid()}-dead{n}" for n in range(100)]  # wrong start
+    for group in dead:
+        (group / "attempt").mkdir(parents=True)
+    errors: list[BaseException] = []
+
+    def sweep() -> None:
+        try:
+            cgroup.sweep()
+        except BaseException as error:  # noqa: BLE001 - the test reports what any sweep raised
+            errors.append(error)
+
+    sweepers = [threading.Thread(target=sweep) for _ in range(4)]
+    for sweeper in sweepers:
+        sweeper.start()
+    for sweeper in sweepers:
+        sweeper.join()
+    assert errors == []
+    assert not [group for group in dead if group.exists()]
