@@ -38,9 +38,11 @@ def main(argv: list[str]) -> int:
                 store.wait_for_change(0.2)
                 continue
             started = time.time()
-            board.complete(claim.run.id, RESULT, "ok")
+            # Logged before the completion: the harness reads the logs once every task
+            # is done, and must find the last one's start there.
             log.write(json.dumps({"title": claim.task.title, "started": started}) + "\n")
             log.flush()
+            board.complete(claim.run.id, RESULT, "ok")
     store.close()
     return 0
 
