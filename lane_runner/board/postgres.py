@@ -7,8 +7,9 @@ connection pool, the board lock, run ids and change notification.
 Two locks, taken in this order (``board/sql.py`` says why): a task's row,
 ``FOR NO KEY UPDATE`` (a claim's pick with ``SKIP LOCKED``, so runners claiming at
 once take different tasks instead of queueing on one), and the board's row in
-``boards``, locked by an ``UPDATE`` before a transition reads another task's
-state or writes an event, and kept to its commit. Event ids (handed out by one
+``boards`` (``FOR NO KEY UPDATE``, a claim's by the ``UPDATE`` of its run
+counter), taken before a transition reads another task's state or writes an
+event, and kept to its commit. Event ids (handed out by one
 sequence) therefore follow commit order, so a reader following
 ``events(after_id)`` never skips an event that committed after a
 later-numbered one. The board's row holds the run counter, so run ids increase
@@ -80,6 +81,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Clock = Callable[[], float]
+SERVER_CLOCK = "extract(epoch FROM clock_timestamp())::float8"  # the one clock of every pod
 Connection = psycopg.Connection[DictRow]
 
 CHANNEL = "lane_runner_board"
@@ -326,7 +328,7 @@ class Database:
 
 def database_now(connection: AnyConnection) -> float:
     """The database server's wall clock, seconds since the epoch: the one clock of every pod."""
-    query = "SELECT extract(epoch FROM clock_timestamp())::float8 AS now"
+    query = f"SELECT {SERVER_CLOCK} AS now"
     row = connection.execute(query).fetchone()
     return float(row["now"])
 
@@ -345,12 +347,14 @@ class PostgresBoardDialect:
         return pyformat(statement)
 
     def lock_board(self, connection: AnyConnection, *, new_run: bool = False) -> BoardLock:
-        """The board's row, locked by an update (a claim's takes its run id from the counter),
-        and the server's clock, read once the lock is granted (RETURNING runs after it)."""
+        """The board's row, locked (a claim's by the update that takes its run id from the
+        counter), and the server's clock, read once the lock is granted."""
         board = connection.execute(
-            "UPDATE boards SET next_run_id = next_run_id + %s WHERE slug = %s "
-            "RETURNING next_run_id, extract(epoch FROM clock_timestamp())::float8 AS now",
-            (int(new_run), self.scope),
+            "UPDATE boards SET next_run_id = next_run_id + 1 WHERE slug = %s "
+            f"RETURNING next_run_id, {SERVER_CLOCK} AS now"
+            if new_run
+            else f"SELECT {SERVER_CLOCK} AS now FROM boards WHERE slug = %s FOR NO KEY UPDATE",
+            (self.scope,),
         ).fetchone()
         if board is None:
             raise NotFound(f"board {self.scope!r} no longer exists")
@@ -366,7 +370,7 @@ class PostgresBoardDialect:
         """The server's clock, read by the statement itself: no round trip of its own."""
         if self._clock is not None:
             return ":now", self._clock()
-        return "extract(epoch FROM clock_timestamp())::float8", None
+        return SERVER_CLOCK, None
 
     def now(self, connection: AnyConnection) -> float:
         """The server's clock at this statement (after the board lock was granted)."""

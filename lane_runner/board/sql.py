@@ -61,6 +61,8 @@ T = TypeVar("T")
 
 
 class Cursor(Protocol):
+    rowcount: int
+
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
@@ -570,15 +572,15 @@ class SqlBoard:
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         def work(connection: Connection) -> bool:
             now = self._dialect.now(connection)
-            renewed = self._q(
+            cursor = self._q(
                 connection,
                 "UPDATE runs SET lease_expires_at = :expires, heartbeat_at = :now "
                 "WHERE board = :board AND id = :id AND ended_at IS NULL AND EXISTS ("
                 "SELECT 1 FROM tasks WHERE tasks.board = runs.board "
-                "AND tasks.current_run_id = runs.id AND tasks.status = 'running') RETURNING id",
+                "AND tasks.current_run_id = runs.id AND tasks.status = 'running')",
                 expires=now + lease_ttl, now=now, id=run_id,
-            ).fetchall()
-            return len(renewed) == 1
+            )
+            return cursor.rowcount == 1
 
         return self._write(work)
 
@@ -794,7 +796,7 @@ class SqlBoard:
                 "UPDATE runs SET stop_requested_at = :now, stop_reason = :reason, "
                 "stop_requeue = :requeue WHERE board = :board AND id = :id RETURNING *",
                 now=now, reason=reason, requeue=int(requeue), id=task.current_run_id,
-            ).fetchall()[0]
+            ).fetchone()
             self._event(
                 connection, task_id, EventKind.STOP_REQUESTED, now, task.current_run_id,
                 reason=reason, requeue=requeue,
@@ -842,10 +844,8 @@ class SqlBoard:
 
         def work(connection: Connection) -> bool:
             self._lock(connection)
-            lifted = self._q(
-                connection, "DELETE FROM board_pauses WHERE board = :board RETURNING board"
-            ).fetchall()
-            return len(lifted) > 0
+            cursor = self._q(connection, "DELETE FROM board_pauses WHERE board = :board")
+            return cursor.rowcount > 0
 
         return self._transition(work, notify=_changed)
 
