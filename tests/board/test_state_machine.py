@@ -28,7 +28,7 @@ from lane_runner.board.base import Store
 from lane_runner.board.model import BlockKind, Event, NewTask, Outcome, Status
 from lane_runner.board.rules import RECLAIM_OUTCOMES
 from lane_runner.errors import UsageError
-from tests.board.conftest import Clock
+from tests.board.conftest import Clock, backend_of
 
 RESULTS = st.sampled_from([{"status": "completed", "n": 1}, {"status": "completed", "n": 2}])
 PICK = st.integers(min_value=0, max_value=5)
@@ -195,7 +195,7 @@ def test_board_invariants(
 ) -> None:
     """Examples share one store (so PostgreSQL pays for its pool once); each gets a new board."""
     store = open_store()
-    backend = request.node.callspec.params["open_store"]
+    backend = backend_of(request.node)
     machine = type(
         "Machine",
         (BoardMachine,),
