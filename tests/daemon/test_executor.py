@@ -404,16 +404,44 @@ def test_a_provider_change_at_restart_is_noted(services: Services, lane: Lane) -
 
 
 def test_a_result_waiting_for_its_board_is_noted(services: Services, lane: Lane) -> None:
-    """The commit is refused for now (a board that failed the transaction, not the comment)."""
+    """The commit is refused for now (a board that failed the transaction, not the comment),
+    and the runner stops meanwhile: the result waits in the journal, and the task says so."""
     from journal import CommitResult
 
-    services.commit = lambda record: CommitResult.PENDING  # type: ignore[method-assign]
+    def refused(record: object) -> CommitResult:
+        services.cancel.set()  # the shutdown's grace is over while the commit waits
+        return CommitResult.PENDING
+
+    services.commit = refused  # type: ignore[method-assign]
     task = lane.add("board busy")
     found = claim(services, lane)
     assert RunExecutor(services, found).execute().ended == "pending"
     assert services.journal.has_pending(BOARD, task.id, found.run.id)
     notes = [c.body for c in lane.board.comments(task.id)]
     assert any(f"result of run {found.run.id} waits in the journal" in n for n in notes)
+
+
+def test_an_ending_the_board_will_not_take_is_tried_until_the_lease_is_lost(
+    services: Services, lane: Lane
+) -> None:
+    """The board refuses the commit again and again while the lease holds; once another
+    runner's rescue has the run, the executor stops trying and leaves the result pending."""
+    from journal import CommitResult
+
+    tries = []
+
+    def refused(record: object) -> CommitResult:
+        tries.append(record)
+        if len(tries) == 3:  # the lease ran out meanwhile and a rescue took the run
+            lane.board.reclaim(found.run.id, "lease expired", Outcome.EXPIRED)
+        return CommitResult.PENDING
+
+    services.commit = refused  # type: ignore[method-assign]
+    task = lane.add("board refusing")
+    found = claim(services, lane)
+    assert RunExecutor(services, found).execute().ended == "pending"
+    assert len(tries) >= 3
+    assert services.journal.has_pending(BOARD, task.id, found.run.id)
 
 
 def test_a_long_attempt_leaves_progress_notes(services: Services, lane: Lane) -> None:
