@@ -493,3 +493,23 @@ def test_a_worker_inherits_what_worker_env_names_and_nothing_else(
         assert edit.read_text() == "proxy=http://proxy:3128 secret=\n"
     finally:
         built.close()
+
+
+def test_a_board_read_that_fails_mid_run_hands_the_run_back(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task's comments cannot be read for its context (the board's wait budget ran out):
+    the run goes back to ready, uncounted, instead of staying claimed until its lease ends."""
+    from lane_runner.board.base import BoardUnavailable
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise BoardUnavailable("board 'work' is unavailable: database is locked")
+
+    task = lane.add("context unreadable")
+    found = claim(services, lane)
+    monkeypatch.setattr(services.store.board(BOARD), "comments", unreadable)
+    assert RunExecutor(services, found).execute().ended == "cooldown"
+    run = lane.runs(task.id)[0]
+    assert run.outcome is Outcome.RECLAIMED and "database is locked" in (run.reason or "")
+    assert lane.board.get_task(task.id).status is Status.READY
+    assert lane.board.get_task(task.id).failure_count == 0
