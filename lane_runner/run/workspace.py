@@ -1,8 +1,8 @@
 """The git worktree a task works in, and the handoff one provider leaves another.
 
 Each task gets ``worktrees/<board>/<task>`` on branch ``lane/<board>/<task>``,
-created once under a lock (git's worktree metadata is shared by every worktree
-of a repository) and reused when the task resumes.
+created once under its repository's lock (git's worktree metadata is shared by
+every worktree of a repository) and reused when the task resumes.
 
 With a worker user (``owner``) the worktree is that user's: git runs as it, so the
 CLI can edit and commit there, and the daemon never runs git where another user
@@ -33,9 +33,11 @@ MARKER_BYTES = 64
 #: Seconds any one git command may take; a worktree add of a large repository fits.
 GIT_TIMEOUT = 300.0
 DUBIOUS_OWNERSHIP = "detected dubious ownership"
-#: One ``git worktree add`` at a time: the runner's threads share each repository's
-#: worktree metadata. Other runner processes are kept out of the home by its lock.
-_ONE_THREAD_AT_A_TIME = threading.Lock()
+#: One ``git worktree add`` at a time per repository (keyed by git's common directory,
+#: which its worktrees share), so a slow git in one repository never holds up another.
+#: Other runner processes are kept out of the home by its lock.
+_REPOSITORY_LOCKS: dict[Path, threading.Lock] = {}
+_REPOSITORY_LOCKS_GUARD = threading.Lock()
 
 
 class WorkspaceError(LaneRunnerError):
@@ -172,10 +174,20 @@ def prepare(
     if owner is not None:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
-    with _ONE_THREAD_AT_A_TIME:
+    with _repository_lock(source, owner):
         prepared = _create(source, worktree, branch, owner, run, is_current)
     _mark(worktree, run)
     return prepared
+
+
+def _repository_lock(source: Path, owner: str | None) -> threading.Lock:
+    """The lock of the repository ``source`` is in: its common directory's, which every
+    worktree of it shares (``source`` itself when git cannot say; creating then fails)."""
+    said = _git("rev-parse", "--git-common-dir", cwd=source, owner=owner)
+    common = said.stdout.strip()
+    key = (source / common).resolve() if said.returncode == 0 and common else source.resolve()
+    with _REPOSITORY_LOCKS_GUARD:
+        return _REPOSITORY_LOCKS.setdefault(key, threading.Lock())
 
 
 def _create(

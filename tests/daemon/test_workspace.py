@@ -241,3 +241,56 @@ def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
         assert "git init" not in said and not worktree.exists()
     finally:
         shutil.rmtree(base)
+
+
+def gated_hook(repository: Path, gate: Path, started: Path) -> None:
+    """A post-checkout hook (``git worktree add`` runs it) that waits while ``gate`` exists."""
+    hook = repository / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch '{started}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n")
+    hook.chmod(0o755)
+
+
+def test_a_slow_git_in_one_repository_does_not_hold_up_another(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Worktrees are made one at a time per repository, not one at a time in the runner."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git("init", "-q", "-b", "main", cwd=other)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i",
+        cwd=other)
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    gate.touch()
+    gated_hook(repo, gate, started)
+    slow = threading.Thread(
+        target=workspace.prepare, args=(str(repo), tmp_path / "wt" / "slow", "lane/b/slow")
+    )
+    slow.start()
+    try:
+        for _ in range(1200):
+            if started.exists():
+                break
+            threading.Event().wait(0.05)
+        assert started.exists(), "the slow repository's hook never ran"
+        quick = threading.Thread(
+            target=workspace.prepare, args=(str(other), tmp_path / "wt" / "quick", "lane/b/quick")
+        )
+        quick.start()
+        quick.join(timeout=60)
+        assert not quick.is_alive(), "a worktree of another repository waited for the slow git"
+        assert slow.is_alive()  # still in its hook: the two really overlapped
+    finally:
+        gate.unlink()
+        slow.join(timeout=60)
+    assert (tmp_path / "wt" / "quick" / ".git").exists()
+    assert (tmp_path / "wt" / "slow" / "README").exists()
+
+
+def test_worktrees_of_one_repository_share_its_lock_whatever_path_names_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "service").mkdir()
+    workspace.prepare(str(repo), tmp_path / "wt" / "t1", "lane/b/t1")
+    lock = workspace._repository_lock(repo, None)
+    assert workspace._repository_lock(repo / "service", None) is lock
+    assert workspace._repository_lock(tmp_path / "wt" / "t1", None) is lock
