@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from lane_runner import files
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
@@ -321,7 +322,7 @@ class SqliteStore:
 
     def create_board(self, slug: str) -> SqlBoard:
         path = self._path(slug)
-        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        files.ensure_directory(self._dir)  # 0700 whatever the umask, the home too if it is new
         try:
             # O_EXCL: of two concurrent creators exactly one wins; an empty file is a
             # valid empty database that the first open migrates.
