@@ -92,7 +92,8 @@ class RunExecutor:
         # the board's clock (the database's, on PostgreSQL), which this node's may not match.
         self.lease_until = time.monotonic() + self.run.lease_expires_at - self.run.claimed_at
         self.fell_back = False
-        self.worktree = Path()  # set once the workspace is prepared
+        self.worktree = self.cwd = Path()  # set once the workspace is prepared (cwd: the CLI's)
+        self.branch = workspace.branch_name(self.task.board, self.task.id)  # git's may differ
         self.held: str | None = None  # the provider whose slot this run holds
         self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
         self.verdict: dict[str, Any] = {}  # the judge's word on the latest completed answer
@@ -151,7 +152,8 @@ class RunExecutor:
             return self._wait_for_workspace(str(error))
         except (workspace.WorkspaceError, WorkspaceUnusable) as error:
             return self._block(str(error), BlockKind.CAPABILITY)
-        self.worktree = prepared.path
+        self.worktree, self.cwd = prepared.path, prepared.cwd
+        self.branch = prepared.branch or self.branch
         if prepared.taken_over_from is not None:
             self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
         task_context = self._context()
@@ -172,20 +174,18 @@ class RunExecutor:
         if handoff:
             self._note(
                 f"provider changed at restart: {self.state.provider} -> {route.provider}; "
-                f"a handoff of branch {workspace.branch_name(self.task.board, self.task.id)} "
-                "is attached"
+                f"a handoff of branch {self.branch} is attached"
             )
         if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
-            branch = workspace.branch_name(self.task.board, self.task.id)
-            handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
+            handoff = workspace.handoff(worktree, "", self.branch, owner=self.s.cfg.worker_user)
         continuation = ""
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
             self.turn_begun = True
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
-            attempt = self._attempt(route, prompt, worktree, turn)
+            attempt = self._attempt(route, prompt, prepared.cwd, turn)
             if self.stop is not None:
                 return self._stopped(self.stop)
             accepted, verdict = self._judge(task_context, attempt, turn)
@@ -264,7 +264,9 @@ class RunExecutor:
         if step is decide.Step.ACCEPT:
             assert attempt.structured is not None
             result = dict(attempt.structured)
-            result["artifacts"] = workspace.artifacts(self.worktree, result["artifacts"])
+            result["artifacts"] = workspace.artifacts(
+                self.worktree, result["artifacts"], base=self.cwd
+            )
             return self._accept(result, route)
         if step is decide.Step.ABANDON:
             return self._report(RunEnd.ABANDON, decision.reason, route.provider)
@@ -419,8 +421,7 @@ class RunExecutor:
         previous = self.state.provider
         if previous is None or previous == provider:
             return ""
-        branch = workspace.branch_name(self.task.board, self.task.id)
-        return workspace.handoff(worktree, tail, branch, owner=self.s.cfg.worker_user)
+        return workspace.handoff(worktree, tail, self.branch, owner=self.s.cfg.worker_user)
 
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
         """One provider turn, recorded in the lane state, provider health and metrics."""
