@@ -300,6 +300,22 @@ class SqliteFile:
         self._conn = self._watch = None
 
 
+def _refuse_links(slug: str, path: Path) -> None:
+    """BoardUnavailable for a board file with more than one name (a hard link).
+
+    Another home may serve the same file: every task would run there too, with the
+    same run ids, and each name keeps its own ``-wal`` file, so the two corrupt it.
+    ``os.stat`` opens nothing, so this never touches SQLite's locks.
+    """
+    links = path.stat().st_nlink
+    if links > 1:
+        raise BoardUnavailable(
+            f"board {slug!r} ({path}) has {links} hard links: another home may serve the same "
+            "file, which would run every task twice and corrupt it; give each home a board "
+            f"of its own and remove the other names (find / -xdev -samefile {path})"
+        )
+
+
 class SqliteStore:
     """Boards as ``<slug>.db`` files in one directory; opened lazily and kept open."""
 
@@ -342,6 +358,7 @@ class SqliteStore:
                     f"no board {slug!r}; create it with 'lane-runner board create {slug}'"
                 )
             try:
+                _refuse_links(slug, path)
                 file = SqliteFile(slug, path, self._clock, self._budget)
             except BoardUnavailable as error:
                 self._report(slug, error)

@@ -504,7 +504,7 @@ class RunExecutor:
             env=worker_environment(
                 provider,
                 _home_of(self.s.cfg.worker_user),
-                {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV},
+                {**leftovers.markers(self.s.node, self.s.home.root), **workspace.GIT_ENV},
                 passes=self.s.cfg.worker_env,
             ),
             heartbeat=self._heartbeat,
