@@ -24,6 +24,9 @@ class Reading:
     signals: Signals = field(default_factory=Signals)
     finished: bool = False
     """The CLI announced the end of its turn (codex turn.completed, claude result)."""
+    unanswered: str | None = None
+    """Set by the adapter when the CLI ended its turn cleanly without an answer: why,
+    in words the next attempt is told."""
 
 
 def result_object(value: object) -> dict[str, Any] | None:

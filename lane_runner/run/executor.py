@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from journal import Document, FinalizeOutcome
-from lane_runner import files, redact
+from lane_runner import config, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -169,7 +169,7 @@ class RunExecutor:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
             branch = workspace.branch_name(self.task.board, self.task.id)
             handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
-        continuation = ""
+        continuation = _after_failure(self.state.take_retry_reason())
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
@@ -265,6 +265,7 @@ class RunExecutor:
             return self._block(decision.reason, decision.kind)
         assert decision.outcome is not None
         self.state.progressed()
+        self.state.failed(decision.reason)
         self._save_state_if_possible()
         self._guarded(
             self.board.reclaim,
@@ -490,9 +491,14 @@ class RunExecutor:
             env=worker_environment(
                 provider,
                 _home_of(self.s.cfg.worker_user),
-                {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV},
+                {
+                    **config.cli_environment(self.s.cfg, provider),
+                    leftovers.NODE_VARIABLE: self.s.node,
+                    **workspace.GIT_ENV,
+                },
                 passes=self.s.cfg.worker_env,
             ),
+            config_overrides=config.cli_overrides(self.s.cfg, provider),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
@@ -762,6 +768,18 @@ def _storable(attempt: Attempt) -> Attempt:
     attempt.structured = rules.storable(attempt.structured)
     attempt.reason = rules.storable(attempt.reason)
     return attempt
+
+
+def _after_failure(reason: str | None) -> str:
+    """What the first attempt of a run is told when the previous run ended in a counted
+    failure: why, so it does not repeat it (an answer not given through the schema, an
+    invalid result, a timeout)."""
+    if reason is None:
+        return ""
+    return (
+        f"The previous attempt at this task was not accepted: {reason}\n"
+        "Reinspect the workspace, finish the work and answer as the instructions below say."
+    )
 
 
 def _home_of(user: str | None) -> Path | None:

@@ -22,9 +22,15 @@ def register(subparsers: Any) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """A value as shown: tuples as lists, URLs without their credentials (``redact``)."""
+    """A value as shown: tuples as lists, URLs without their credentials, credentials set
+    by name (``claude_env``'s ``ANTHROPIC_API_KEY``) hidden (``redact``)."""
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, dict):
+        return {
+            name: redact.setting(name, item) if isinstance(item, str) else item
+            for name, item in value.items()
+        }
     if isinstance(value, str):
         return redact.text(value)
     return value
