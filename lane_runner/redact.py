@@ -17,8 +17,11 @@ HIDDEN = "***"
 SECRET_PARAMETERS = re.compile(r"(?i)(token|key|secret|password|passwd|pass|auth|sig|signature)")
 
 #: Names of variables and settings whose values are credentials (ANTHROPIC_API_KEY,
-#: ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, an ``Authorization`` header...).
-SECRET_NAME = re.compile(r"(?i)token|secret|password|passwd|authoriz|credential|api_?key|cookie")
+#: ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, CORP_LLM_KEY, an ``Authorization``
+#: header...); codex's ``env_key`` only names the variable a key is in.
+SECRET_NAME = re.compile(
+    r"(?i)token|secret|password|passwd|authoriz|credential|api_?key|cookie|(?<!env_)key$"
+)
 
 #: A URL with a scheme inside free text.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")

@@ -169,7 +169,7 @@ class RunExecutor:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
             branch = workspace.branch_name(self.task.board, self.task.id)
             handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
-        continuation = _after_failure(self.state.take_retry_reason())
+        continuation = contexts.after_failure(self.state.take_retry_reason())
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
@@ -768,18 +768,6 @@ def _storable(attempt: Attempt) -> Attempt:
     attempt.structured = rules.storable(attempt.structured)
     attempt.reason = rules.storable(attempt.reason)
     return attempt
-
-
-def _after_failure(reason: str | None) -> str:
-    """What the first attempt of a run is told when the previous run ended in a counted
-    failure: why, so it does not repeat it (an answer not given through the schema, an
-    invalid result, a timeout)."""
-    if reason is None:
-        return ""
-    return (
-        f"The previous attempt at this task was not accepted: {reason}\n"
-        "Reinspect the workspace, finish the work and answer as the instructions below say."
-    )
 
 
 def _home_of(user: str | None) -> Path | None:

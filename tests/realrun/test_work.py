@@ -54,6 +54,9 @@ def test_each_cli_runs_a_tool_that_changes_the_worktree_and_answers(
     if provider == "claude":
         assert (worktree / "written.txt").read_text() == "written by Write\n"
     sent = model_server.requests(name, provider)
+    key = ({"authorization": "Bearer scripted-codex-key"} if provider == "codex"
+           else {"x-api-key": "scripted-claude-key"})  # codex_env's, and the daemon's own
+    assert all(key.items() <= r["headers"].items() for r in sent), sent[0]["headers"]
     session = completed["metadata"]["sessions"][provider]  # type: ignore[index]
     assert session == sent[-1]["session"], "the board's session is the one the server saw"
     assert real_lane.live_workers() == []

@@ -9,7 +9,7 @@ from typing import Any
 from lane_runner import redact
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
-from lane_runner.config import KEYS, PROVIDERS, Config
+from lane_runner.config import KEYS, PROVIDERS, Config, cli_environment
 from lane_runner.providers.environment import allowed
 
 
@@ -37,10 +37,14 @@ def _plain(value: Any) -> Any:
 
 
 def worker_passes(cfg: Config) -> dict[str, list[str]]:
-    """Which variables of this environment a worker of each provider would inherit
-    (names only: values may be secrets), with ``worker_env`` applied."""
+    """Which variables a worker of each provider would get (names only: values may be
+    secrets): those of this environment ``worker_env`` lets through, and those
+    ``<provider>_env`` sets."""
     return {
-        provider: sorted(name for name in os.environ if allowed(provider, name, cfg.worker_env))
+        provider: sorted(
+            {name for name in os.environ if allowed(provider, name, cfg.worker_env)}
+            | set(cli_environment(cfg, provider))
+        )
         for provider in PROVIDERS
     }
 
