@@ -224,8 +224,8 @@ class RealLane(Lane):
         target = self.repo / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-        git("add", ".", cwd=self.repo)
-        git("commit", "-qm", f"add {path}", cwd=self.repo)
+        git("-c", "safe.directory=*", "add", ".", cwd=self.repo)  # the worker's repository
+        git("-c", "safe.directory=*", "commit", "-qm", f"add {path}", cwd=self.repo)
         assert self.scratch is not None
         for found in [self.repo, *self.repo.rglob("*")]:
             os.chown(found, self.scratch.worker.uid, self.scratch.worker.gid,

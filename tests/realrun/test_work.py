@@ -3,6 +3,7 @@ sessions resumed after a ``kill -9`` (see conftest.py for the set-up)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 
@@ -108,3 +109,37 @@ def test_kill_9_between_two_tool_calls_then_the_same_session_resumes(
     resumed = "exec resume" if provider == "codex" else "--resume"
     assert resumed in real_lane.task_log(task.id)
     assert (real_lane.home.worktree(BOARD, task.id) / "two.txt").read_text() == "two\n"
+
+
+#: A repository hook that keeps claude alive after its answer (as issue 26 found).
+LINGERING_HOOK = {"hooks": {"SessionEnd": [{"hooks": [
+    {"type": "command", "command": "sleep 600", "timeout": 600}]}]}}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a finished answer is final only once the supervisor ends an attempt after its "
+    "answer and a closing grace (issue 26, branch answer-final); until then the stall clock "
+    "drops the answer and the other CLI redoes the work",
+)
+def test_a_cli_that_answers_and_lingers_keeps_its_answer(
+    real_lane: RealLane, model_server: ModelServer
+) -> None:
+    """Real claude prints its ``result`` with the answer, then its SessionEnd hook keeps it
+    alive: the answer is committed, nobody redoes the work, the lingering tree is ended."""
+    real_lane.write_config(stall_timeout=15.0)
+    real_lane.commit_file(".claude/settings.json", json.dumps(LINGERING_HOOK))
+    name = marker("linger")
+    model_server.script(
+        name,
+        claude=[{"shell": "echo kept > kept.txt"},
+                {"answer": answer("made kept.txt", ["kept.txt"])}],
+        codex=[{"answer": answer("redone by codex", ["kept.txt"])}],
+    )
+    task = real_lane.add(name, assignee="cli-claude-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    done = real_lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.summary == "made kept.txt", real_lane.task_log(
+        task.id)[-3000:]
+    assert model_server.requests(name, "codex") == [], "nobody redid the work"
+    assert real_lane.live_workers() == []
