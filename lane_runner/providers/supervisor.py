@@ -30,7 +30,12 @@ import orjson
 from lane_runner.providers.cgroup import AttemptGroup
 from lane_runner.providers.lines import LineSplitter, Tail
 from lane_runner.providers.model import Classification, Progress
-from lane_runner.providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
+from lane_runner.providers.proctree import (
+    TOKEN_VARIABLE,
+    ProcessTree,
+    allow_descriptors,
+    become_subreaper,
+)
 from lane_runner.providers.tasklog import TaskLog
 
 log = logging.getLogger(__name__)
@@ -221,6 +226,7 @@ class Supervisor:
 
     def run(self) -> Ended:
         become_subreaper()
+        allow_descriptors()
         token = uuid.uuid4().hex
         group = AttemptGroup.create(token)
         argv = self._argv if group is None or self._run_as else group.launcher(self._argv)
