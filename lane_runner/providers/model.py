@@ -84,6 +84,8 @@ class ProviderRequest:
     run_as: str | None = None
     on_progress: Callable[[Progress], None] | None = None
     kill_grace: float = 5.0
+    closing_grace: float = 5.0
+    """How long the CLI may take to exit after its final answer before its tree is ended."""
     retry_result_file: Path | None = None
     """Codex ``-o`` file for the fresh thread after an unknown-thread resume;
     defaults to a sibling of ``result_file`` so no file is ever written twice."""
