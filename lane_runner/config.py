@@ -367,6 +367,12 @@ KEYS: tuple[Key, ...] = (
         "no meaningful provider event this long: stalled",
     ),
     Key(
+        "closing_grace",
+        _number(0, 600),
+        5.0,
+        "seconds a CLI may take to exit after its final answer; then its tree is ended",
+    ),
+    Key(
         "max_runtime",
         _number(1, 7 * 86400),
         43200.0,

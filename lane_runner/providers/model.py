@@ -91,6 +91,8 @@ class ProviderRequest:
     """The operator's settings of the CLI's own configuration (``codex_config``, flat
     dotted keys): codex gets each as ``-c key=value``; claude takes its settings from
     the environment instead."""
+    closing_grace: float = 5.0
+    """How long the CLI may take to exit after its final answer before its tree is ended."""
     retry_result_file: Path | None = None
     """Codex ``-o`` file for the fresh thread after an unknown-thread resume;
     defaults to a sibling of ``result_file`` so no file is ever written twice."""

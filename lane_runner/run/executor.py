@@ -503,6 +503,7 @@ class RunExecutor:
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
             stall_timeout=self.s.cfg.stall_timeout,
+            closing_grace=self.s.cfg.closing_grace,
             deadline=self.deadline,
             rotate_bytes=self.s.cfg.log_rotate_bytes,
             cancel=self.cancel,

@@ -116,12 +116,6 @@ LINGERING_HOOK = {"hooks": {"SessionEnd": [{"hooks": [
     {"type": "command", "command": "sleep 600", "timeout": 600}]}]}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a finished answer is final only once the supervisor ends an attempt after its "
-    "answer and a closing grace (issue 26, branch answer-final); until then the stall clock "
-    "drops the answer and the other CLI redoes the work",
-)
 def test_a_cli_that_answers_and_lingers_keeps_its_answer(
     real_lane: RealLane, model_server: ModelServer
 ) -> None:
