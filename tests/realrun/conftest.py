@@ -117,7 +117,8 @@ class ModelServer:
     ) -> list[dict[str, Any]]:
         if not self.log_file.exists():
             return []
-        entries = [json.loads(line) for line in self.log_file.read_text().splitlines() if line]
+        lines = self.log_file.read_text().split("\n")[:-1]  # the last may be half written
+        entries = [json.loads(line) for line in lines if line]
         return [e for e in entries if (marker is None or e["marker"] == marker)
                 and (provider is None or e["provider"] == provider)]
 
