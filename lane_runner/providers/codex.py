@@ -59,7 +59,7 @@ def overrides(table: Mapping[str, Any]) -> dict[str, Any]:
                 continue
             if path in ROUTED_KEYS:
                 raise ValueError(f"{path!r} is chosen by the router for each attempt")
-            if redact.SECRET_NAME.search(key):
+            if redact.SECRET_NAME.search(key) or redact.url(str(value)) != str(value):
                 # On the command line every local user could read it (/proc/<pid>/cmdline).
                 raise ValueError(
                     f"{path!r} would put a credential on codex's command line, which every "

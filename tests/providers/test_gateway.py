@@ -72,6 +72,8 @@ def test_the_same_settings_come_from_the_environment_as_toml(tmp_path: Path) -> 
          "credential on codex's command line"),
         ('[codex_config]\nmodel_providers.x.http_headers.Authorization = "Bearer t"\n',
          "name a variable instead"),
+        ('[codex_config]\nmodel_providers.x.base_url = "https://u:pw@gw.example/v1"\n',
+         "credential on codex's command line"),
         ('[codex_config]\n"a b" = 1\n', "key parts are letters"),
         ("[codex_config]\nwhen = 1979-05-27\n", "no TOML spelling"),
         ("[claude_env]\nANTHROPIC_BASE_URL = 1\n", "expected a string"),
