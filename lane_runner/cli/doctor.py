@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -387,8 +388,9 @@ def gateway_checks(cfg: Config) -> list[Check]:
     gateways = {"codex": codex_adapter.gateway, "claude": claude_adapter.gateway}
     checks: list[Check] = []
     for provider in PROVIDERS:
+        home = Path(pwd.getpwnam(cfg.worker_user).pw_dir) if cfg.worker_user else None
         env = worker_environment(
-            provider, None, config.cli_environment(cfg, provider), passes=cfg.worker_env
+            provider, home, config.cli_environment(cfg, provider), passes=cfg.worker_env
         )
         base_url, problems = gateways[provider](config.cli_overrides(cfg, provider), env)
         name = f"{provider} gateway"

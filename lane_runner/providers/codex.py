@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,12 @@ def gateway(settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | 
     if provider in BUILT_IN_PROVIDERS and not table:
         return None, problems
     if not table:
-        problems.append(
-            f"model_provider {provider!r} has no model_providers.{provider} table in "
-            "codex_config; unless the worker's own codex config.toml defines it, codex "
-            f"says 'Model provider `{provider}` not found'"
-        )
+        if not _worker_defines(provider, env):
+            problems.append(
+                f"model_provider {provider!r} is defined neither in codex_config nor in the "
+                f"worker's codex config.toml: codex would say 'Model provider `{provider}` "
+                "not found'"
+            )
         return None, problems
     base_url = table.get("base_url")
     if not isinstance(base_url, str) or not is_http_url(base_url):
@@ -132,6 +134,20 @@ def gateway(settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | 
                 "codex_env, or export it and add it to worker_env"
             )
     return base_url, problems
+
+
+def _worker_defines(provider: str, env: Mapping[str, str]) -> bool:
+    """Whether the worker's own ``config.toml`` (under ``CODEX_HOME``, else
+    ``~/.codex``) has a ``[model_providers.<provider>]`` table."""
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or "/nonexistent") / ".codex")
+    try:  # the worker's file: never through a link, never a FIFO, never unbounded
+        with files.open_reader(Path(home) / "config.toml") as reader:
+            document = tomllib.loads(reader.read(MAX_RESULT_FILE_BYTES).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        log.debug("no worker codex config to read at %s: %s", home, error)
+        return False
+    providers = document.get("model_providers")
+    return isinstance(providers, dict) and provider in providers
 
 
 def _variables(table: Mapping[str, Any]) -> list[str]:

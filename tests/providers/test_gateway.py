@@ -130,8 +130,11 @@ def test_codex_gateway_says_what_would_stop_codex(tmp_path: Path) -> None:
     assert problems == ["CORP_LLM_KEY (named by model_providers.corp) does not reach the worker: "
                         "set it in codex_env, or export it and add it to worker_env"]
     assert codex.gateway({}, {}) == (None, [])
-    _, undefined = codex.gateway({"model_provider": "elsewhere"}, {})
+    _, undefined = codex.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)})
     assert "Model provider `elsewhere` not found" in undefined[0]
+    (tmp_path / "config.toml").write_text('[model_providers.elsewhere]\nbase_url = "http://h"\n')
+    assert codex.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)}) == (
+        None, []), "the worker's own codex configuration may define it"
     _, chat = codex.gateway({"model_provider": "x", "model_providers.x.base_url": "ftp://h",
                              "model_providers.x.wire_api": "chat"}, {})
     assert [p.split(":")[0] for p in chat] == ["model_providers.x.base_url must be an http",
