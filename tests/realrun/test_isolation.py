@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 
-from .conftest import ModelServer, Scratch
+from .conftest import ModelServer, RealLane, Scratch
 
 #: Run inside the namespace as the CLIs are: what a process there can reach.
 PROBE = r"""
@@ -54,3 +54,14 @@ def test_only_loopback_and_the_model_server_are_reachable(
     assert seen["host_loopback"] == "ConnectionRefusedError", "the host's loopback is not ours"
     assert seen["internet"] == seen["internet6"] == "OSError"  # ENETUNREACH: no route at all
     assert seen["dns"] == "gaierror"
+
+
+def test_doctor_passes_the_gateway_settings_the_real_runs_use(real_lane: RealLane) -> None:
+    """The operator's settings the tests point the CLIs with (conftest.gateway_settings)
+    are complete, and inside the namespace the scripted gateway accepts connections."""
+    done = real_lane.cli("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    for provider in ("codex", "claude"):
+        check = checks[f"{provider} gateway"]
+        assert check["level"] == "pass", check
+        assert f"127.0.0.1:{real_lane.server.port}" in check["detail"]  # type: ignore[union-attr]
