@@ -16,6 +16,13 @@ HIDDEN = "***"
 #: Query parameters whose values are secrets by name.
 SECRET_PARAMETERS = re.compile(r"(?i)(token|key|secret|password|passwd|pass|auth|sig|signature)")
 
+#: Names of variables and settings whose values are credentials (ANTHROPIC_API_KEY,
+#: ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, CORP_LLM_KEY, an ``Authorization``
+#: header...); codex's ``env_key`` only names the variable a key is in.
+SECRET_NAME = re.compile(
+    r"(?i)token|secret|password|passwd|authoriz|credential|api_?key|cookie|(?<!env_)key$"
+)
+
 #: A URL with a scheme inside free text.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
@@ -50,3 +57,9 @@ def url(value: str) -> str:
 def text(value: str) -> str:
     """``value`` with every URL in it passed through :func:`url`."""
     return _URL_IN_TEXT.sub(lambda match: url(match.group(0)), value)
+
+
+def setting(name: str, value: str) -> str:
+    """A named setting's value as shown (``config show``, the dry run): hidden when the
+    name says it is a credential, else with the credentials of any URL in it hidden."""
+    return HIDDEN if SECRET_NAME.search(name) else text(value)

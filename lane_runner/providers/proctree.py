@@ -15,6 +15,12 @@ misses them) and sometimes ignore SIGTERM. The runner therefore
   that double-forked, called ``setsid`` and cleared its environment dies with it;
 - reaps through those pidfds (``waitid(P_PIDFD)``), never ``waitpid(-1)``,
   which would steal exit statuses from other workers' ``Popen`` objects.
+
+A tree may hold thousands of descendants, so it holds thousands of pidfds: they are
+watched with ``poll`` (``select`` refuses any descriptor past 1,024), closed as soon
+as their process is reaped, and every one is closed when the tree is killed. The
+kill never raises: an attempt's verdict does not depend on it, and a raise there
+would leave the tree running and its pidfds open in the daemon.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import ctypes
 import functools
 import logging
 import os
+import resource
 import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 
 from lane_runner.providers.cgroup import AttemptGroup
 
@@ -34,6 +42,9 @@ log = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER = 36
 TOKEN_VARIABLE = "LANE_RUNNER_ATTEMPT"
+#: The descriptor limit the systemd unit gives the daemon (``LimitNOFILE``); a daemon
+#: started elsewhere raises its soft limit to it (or to the hard limit when lower).
+DESCRIPTOR_LIMIT = 65536
 
 
 @functools.cache
@@ -44,6 +55,26 @@ def become_subreaper() -> bool:
         log.warning("prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d", ctypes.get_errno())
         return False
     return True
+
+
+@functools.cache
+def allow_descriptors(wanted: int = DESCRIPTOR_LIMIT) -> int:
+    """Raise the soft descriptor limit to ``wanted`` (once); the soft limit now.
+
+    Each descendant of an attempt is held by a pidfd, and a shell's default soft
+    limit (1,024) is spent by one tool that leaves a thousand background processes.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as error:
+            # Safe to go on: descendants past the limit are logged as unpinned, not fatal.
+            log.warning("descriptor limit left at %d: %s", soft, error)
+            return soft
+        return target
+    return soft
 
 
 def children(pid: int) -> set[int]:
@@ -87,9 +118,15 @@ def _reaped(pidfd: int) -> bool:
     return b"\nPid:\t-1\n" in info
 
 
-def _exited(pidfd: int) -> bool:
-    readable, _, _ = select.select([pidfd], [], [], 0)
-    return bool(readable)
+def _exited(pidfds: Iterable[int]) -> set[int]:
+    """The pidfds among ``pidfds`` whose process has exited (a pidfd polls readable then).
+
+    ``poll``, not ``select``: a tree's pidfds pass descriptor number 1,024.
+    """
+    poller = select.poll()
+    for pidfd in pidfds:
+        poller.register(pidfd, select.POLLIN)
+    return {pidfd for pidfd, _ in poller.poll(0)}
 
 
 class ProcessTree:
@@ -102,13 +139,16 @@ class ProcessTree:
         self._token = f"{TOKEN_VARIABLE}={token}".encode()
         self._group = group
         self._pidfds: dict[int, int] = {}
+        self._unpinned = 0
+        """Descendants seen but not held: no descriptor was left for their pidfd."""
 
     def refresh(self, *, adopt_orphans: bool = False) -> None:
-        """Track descendants that appeared since the last walk.
+        """Track descendants that appeared since the last walk; let go of reaped ones.
 
         ``adopt_orphans`` also looks among this process's own children for the
         attempt token: descendants whose parents already died.
         """
+        self._settle()
         parents = [self._root.pid, *self._pidfds]
         if self._group is not None:
             # Members of the attempt's cgroup are its descendants whatever they did
@@ -130,18 +170,31 @@ class ProcessTree:
                 if pid != self._root.pid and pid not in self._pidfds and self._track(pid, parent):
                     parents.append(pid)
 
+    def _open(self, pid: int) -> int | None:
+        """A pidfd for ``pid``; None when it is gone or no descriptor is left for it."""
+        try:
+            return os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        except OSError as error:
+            # Safe to go on: the process group kill and the cgroup still reach it, and
+            # the warning says how many the walk could not hold.
+            if not self._unpinned:
+                log.warning("cannot hold descendant %d by pidfd: %s", pid, error)
+            self._unpinned += 1
+            return None
+
     def _pin(self, pid: int) -> bool:
         """Track a member of the attempt's cgroup by pidfd (membership is the proof)."""
-        try:
-            self._pidfds[pid] = os.pidfd_open(pid)
-        except ProcessLookupError:
+        pidfd = self._open(pid)
+        if pidfd is None:
             return False
+        self._pidfds[pid] = pidfd
         return True
 
     def _track(self, pid: int, parent: int) -> bool:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
+        pidfd = self._open(pid)
+        if pidfd is None:
             return False
         if pid not in children(parent):
             os.close(pidfd)
@@ -150,7 +203,8 @@ class ProcessTree:
         return True
 
     def living(self) -> list[int]:
-        return [pid for pid, fd in self._pidfds.items() if not _exited(fd)]
+        exited = _exited(self._pidfds.values())
+        return [pid for pid, pidfd in self._pidfds.items() if pidfd not in exited]
 
     def signal(self, signum: int) -> None:
         """The root's process group, then every tracked descendant by pidfd."""
@@ -159,14 +213,34 @@ class ProcessTree:
                 os.killpg(self._root.pid, signum)
             except ProcessLookupError:
                 log.debug("process group %d already gone", self._root.pid)
+            except PermissionError as error:  # the members left are not ours to signal
+                log.warning("cannot signal process group %d: %s", self._root.pid, error)
         for pid, pidfd in self._pidfds.items():
             try:
                 signal.pidfd_send_signal(pidfd, signum)
             except ProcessLookupError:
                 log.debug("descendant %d already exited", pid)
+            except PermissionError as error:  # it became another user's (a setuid tool)
+                log.warning("cannot signal descendant %d: %s", pid, error)
 
     def kill(self, grace: float, poll: float = 0.02) -> None:
-        """SIGTERM the whole tree, SIGKILL whatever is left after ``grace``, reap."""
+        """SIGTERM the whole tree, SIGKILL whatever is left after ``grace``, reap.
+
+        Never raises, and every pidfd is closed when it returns.
+        """
+        try:
+            self._end(grace, poll)
+        except Exception:  # noqa: BLE001 - see below
+            # Safe to swallow: the attempt's verdict does not depend on the kill, a raise
+            # would skip the SIGKILL and the reaping, and the traceback is logged.
+            log.exception("ending the process tree failed part-way; SIGKILL to what is held")
+            self.signal(signal.SIGKILL)
+            if self._group is not None:
+                self._group.kill()
+        finally:
+            self._close_all()
+
+    def _end(self, grace: float, poll: float) -> None:
         self.refresh(adopt_orphans=True)
         self.signal(signal.SIGTERM)
         end = time.monotonic() + grace
@@ -182,6 +256,12 @@ class ProcessTree:
         self.reap()
         if self._group is not None:
             self._group.remove()
+        if self._unpinned:
+            log.warning(
+                "%d descendants could not be held by pidfd (descriptor limit); "
+                "those outside the process group may outlive the attempt",
+                self._unpinned,
+            )
 
     def _any_alive(self) -> bool:
         return self._root.poll() is None or bool(self.living())
@@ -193,26 +273,35 @@ class ProcessTree:
         (``ChildProcessError`` here); it is done once the kernel says reaped.
         """
         end = time.monotonic() + patience
-        pending = dict(self._pidfds)
-        while pending and time.monotonic() < end:
-            for pid, pidfd in list(pending.items()):
-                if _reaped(pidfd):
-                    pending.pop(pid)
-                elif _exited(pidfd):
-                    self._collect(pid, pidfd, pending)
-            if pending:
-                time.sleep(0.01)
-        for pid, pidfd in self._pidfds.items():
-            if pid in pending:
-                log.warning("descendant %d still running after the tree was killed", pid)
+        self._settle()
+        while self._pidfds and time.monotonic() < end:
+            time.sleep(0.01)
+            self._settle()
+        for pid in self.living():
+            log.warning("descendant %d still running after the tree was killed", pid)
+        self._close_all()
+
+    def _settle(self) -> None:
+        """Let go of every exited descendant that is reaped, reaping our own zombies.
+
+        A long run's tools come and go by the thousand: a pidfd is closed as soon as
+        its process is reaped, so they never pile up in the daemon.
+        """
+        exited = _exited(self._pidfds.values())
+        for pid, pidfd in [(pid, fd) for pid, fd in self._pidfds.items() if fd in exited]:
+            if _reaped(pidfd) or _collect(pidfd):
+                del self._pidfds[pid]
+                os.close(pidfd)
+
+    def _close_all(self) -> None:
+        for pidfd in self._pidfds.values():
             os.close(pidfd)
         self._pidfds.clear()
 
-    @staticmethod
-    def _collect(pid: int, pidfd: int, pending: dict[int, int]) -> None:
-        try:
-            os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-        except ChildProcessError:
-            log.debug("zombie %d belongs to a living parent; waiting for it to reap", pid)
-            return
-        pending.pop(pid)
+
+def _collect(pidfd: int) -> bool:
+    """Reap an exited descendant re-parented to us; False when it is another's to reap."""
+    try:
+        return os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is not None
+    except ChildProcessError:
+        return False  # a zombie of a living parent: that parent reaps it

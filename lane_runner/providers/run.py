@@ -92,8 +92,10 @@ def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Att
                 heartbeat_interval=req.heartbeat_interval,
                 stall_timeout=req.stall_timeout,
                 kill_grace=req.kill_grace,
+                closing_grace=req.closing_grace,
             ),
             on_event=on_event,
+            answered=lambda: reading.finished,
             heartbeat=req.heartbeat,
             cancel=req.cancel,
             run_as=req.run_as,
@@ -118,6 +120,8 @@ def conclude(reading: Reading, ended: Ended, file_answer: dict[str, Any] | None)
     signals = reading.signals
     signals.stderr = ended.stderr
     signals.exit_status, signals.signal = ended.exit_status, ended.signal
+    if ended.closed_after_answer:
+        signals.signal = None  # the supervisor's SIGTERM, not the CLI's failure
     classification, reason, structured = _verdict(reading, ended, file_answer or reading.candidate)
     return Attempt(
         classification=classification,
@@ -133,17 +137,20 @@ def conclude(reading: Reading, ended: Ended, file_answer: dict[str, Any] | None)
 def _verdict(
     reading: Reading, ended: Ended, answer: dict[str, Any] | None
 ) -> tuple[Classification, str, dict[str, Any] | None]:
-    """Supervisor stops first (the CLI did not end on its own), then a clean exit
-    with a schema-valid answer, then CLI-level failure signals."""
+    """Supervisor stops first (the CLI did not end on its own), then a clean end
+    with a schema-valid answer, then CLI-level failure signals. A CLI closed after its
+    final answer ended cleanly: the answer is its last word, not the exit status."""
     if ended.stopped is not None:
         return ended.stopped, ended.stop_reason, None
-    clean = ended.exit_status == 0 and not reading.signals.result_is_error
+    ended_well = ended.exit_status == 0 or ended.closed_after_answer
+    clean = ended_well and not reading.signals.result_is_error
     if clean and answer is not None:
         problem = first_error(RESULT_SCHEMA, answer)
         if problem:
             return Classification.FAILED, f"invalid worker result: {problem}", None
         return Classification.OK, f"{answer['status']}: {str(answer['summary'])[:200]}", answer
     if clean and not reading.signals.errors:
-        return Classification.FAILED, "CLI exited 0 without a structured result", None
+        why = reading.unanswered or "CLI ended cleanly without a structured result"
+        return Classification.FAILED, why, None
     classification, reason = classify_failure(reading.signals)
     return classification, reason, None

@@ -2,8 +2,13 @@
 
 The supervisor owns the clocks (heartbeat, maximum runtime, stall) and the
 streams; what an event *means* is the adapter's business, handed in as
-``on_event``. Pipes are read with ``os.read`` on a selector, never
-``readline``, so a child that prints half a line and hangs cannot block us.
+``on_event``, and so is whether the CLI has given its final answer (``answered``).
+A result is a result: once it has, the attempt is over. The CLI gets
+``closing_grace`` to exit, then its tree is ended and the answer stands; the stall
+clock and the runtime no longer apply to a CLI that has answered.
+
+Pipes are read with ``os.read`` on a selector, never ``readline``, so a child that
+prints half a line and hangs cannot block us.
 The pipe loop never waits on the board either: heartbeats run on their own
 thread beside it (``_Heartbeat``), and the loop only looks whether the lease
 was lost.
@@ -30,7 +35,12 @@ import orjson
 from lane_runner.providers.cgroup import AttemptGroup
 from lane_runner.providers.lines import LineSplitter, Tail
 from lane_runner.providers.model import Classification, Progress
-from lane_runner.providers.proctree import TOKEN_VARIABLE, ProcessTree, become_subreaper
+from lane_runner.providers.proctree import (
+    TOKEN_VARIABLE,
+    ProcessTree,
+    allow_descriptors,
+    become_subreaper,
+)
 from lane_runner.providers.tasklog import TaskLog
 
 log = logging.getLogger(__name__)
@@ -53,6 +63,8 @@ class Limits:
     """Longest wait between checks; bounds how late a cancel is noticed."""
     linger: float = 1.0
     """After the CLI exits, how long its leftover descendants may keep our pipes open."""
+    closing_grace: float = 5.0
+    """After the CLI's final answer, how long it may take to exit before its tree is ended."""
 
 
 @dataclass
@@ -60,6 +72,8 @@ class Clocks:
     started: float
     last_event: float
     last_heartbeat: float
+    answered: float | None = None
+    """When the CLI gave its final answer, once it has."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +86,15 @@ class Ended:
     stderr: str
     tail: str
     pid: int
+    closed_after_answer: bool = False
+    """The CLI was still running ``closing_grace`` after its final answer and the
+    supervisor ended it: its answer stands, its exit status is the supervisor's doing."""
 
 
 def overdue(clocks: Clocks, limits: Limits, now: float) -> tuple[Classification, str] | None:
-    """Which clock, if any, says the run must be stopped now."""
+    """Which clock, if any, says the run must be stopped now (none once it has answered)."""
+    if clocks.answered is not None:
+        return None
     if now >= limits.deadline:
         return Classification.TIMED_OUT, "maximum runtime reached"
     if now - clocks.last_event >= limits.stall_timeout:
@@ -84,8 +103,18 @@ def overdue(clocks: Clocks, limits: Limits, now: float) -> tuple[Classification,
     return None
 
 
+def lingering(clocks: Clocks, limits: Limits, now: float) -> str | None:
+    """Why a CLI that has answered is to be ended now, if it is (its answer stands)."""
+    if clocks.answered is None or now - clocks.answered < limits.closing_grace:
+        return None
+    return f"still running {limits.closing_grace:g}s after its final answer"
+
+
 def _next_wake(clocks: Clocks, limits: Limits, now: float) -> float:
-    due = min(limits.deadline, clocks.last_event + limits.stall_timeout)
+    if clocks.answered is not None:
+        due = clocks.answered + limits.closing_grace
+    else:
+        due = min(limits.deadline, clocks.last_event + limits.stall_timeout)
     return max(0.0, min(limits.tick, due - now))
 
 
@@ -204,6 +233,7 @@ class Supervisor:
         cancel: threading.Event | None = None,
         run_as: str | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        answered: Callable[[], bool] | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -216,11 +246,13 @@ class Supervisor:
         self._cancel = cancel
         self._run_as = run_as
         self._on_progress = on_progress
+        self._answered = answered
         self._tail = Tail()
         self._stderr = Tail(limit=16 * 1024)
 
     def run(self) -> Ended:
         become_subreaper()
+        allow_descriptors()
         token = uuid.uuid4().hex
         group = AttemptGroup.create(token)
         argv = self._argv if group is None or self._run_as else group.launcher(self._argv)
@@ -240,8 +272,9 @@ class Supervisor:
         assert process.stdin and process.stdout and process.stderr
         prompt = _Prompt(process.stdin, self._stdin)
         stopped: tuple[Classification, str] | None = None
+        closed = False
         try:
-            stopped = self._stream(process, tree, prompt)
+            stopped, closed = self._stream(process, tree, prompt)
         finally:
             prompt.close()
             tree.kill(self._limits.kill_grace)
@@ -255,11 +288,14 @@ class Supervisor:
             stderr=self._stderr.text(),
             tail=self._tail.text(),
             pid=process.pid,
+            closed_after_answer=closed,
         )
 
     def _stream(
         self, process: subprocess.Popen[bytes], tree: ProcessTree, prompt: _Prompt
-    ) -> tuple[Classification, str] | None:
+    ) -> tuple[tuple[Classification, str] | None, bool]:
+        """Read until both pipes end; what stopped the CLI, and whether it was closed
+        after its final answer."""
         assert process.stdout and process.stderr
         now = time.monotonic()
         clocks = Clocks(started=now, last_event=now, last_heartbeat=now)
@@ -283,6 +319,7 @@ class Supervisor:
             else:
                 selector.register(prompt.fd, selectors.EVENT_WRITE)
             stopped: tuple[Classification, str] | None = None
+            closed = False
             exited_at: float | None = None
             give_up_at: float | None = None
             refreshed = 0.0
@@ -293,16 +330,16 @@ class Supervisor:
                     break
                 if exited_at is None and process.poll() is not None:
                     exited_at = now
-                if stopped is None and exited_at is None:
-                    stopped = self._check(clocks, now, heartbeat.lost)
-                    if stopped:
-                        self._log.note(f"stopping: {stopped[1]}")
+                if stopped is None and not closed and exited_at is None:
+                    stopped, closed = self._check_all(clocks, now, heartbeat.lost)
                 if give_up_at is None and (
-                    stopped or (exited_at is not None and now - exited_at > self._limits.linger)
+                    stopped
+                    or closed
+                    or (exited_at is not None and now - exited_at > self._limits.linger)
                 ):
                     tree.kill(self._limits.kill_grace)
                     give_up_at = time.monotonic() + self._limits.linger
-                running = stopped is None and exited_at is None
+                running = stopped is None and not closed and exited_at is None
                 wait = _next_wake(clocks, self._limits, now) if running else self._limits.tick
                 for key, _ in selector.select(wait):
                     fd = int(key.fd)
@@ -325,38 +362,62 @@ class Supervisor:
                     # their token when the tree is killed.
                     tree.refresh()
                     refreshed = now
-            if stopped is None and exited_at is None:
-                stopped = self._await_exit(process, clocks, heartbeat.lost)
-        return stopped
+            if stopped is None and not closed and exited_at is None:
+                stopped, closed = self._await_exit(process, clocks, heartbeat.lost)
+        return stopped, closed
 
     def _await_exit(
         self, process: subprocess.Popen[bytes], clocks: Clocks, lease_lost: threading.Event
-    ) -> tuple[Classification, str] | None:
+    ) -> tuple[tuple[Classification, str] | None, bool]:
         """Both pipes reached end-of-output but the CLI has not exited: wait for it.
 
         End-of-output is not death: a CLI may print its answer, close stdout and stderr,
         then exit 0 a moment later, and that answer counts. The limits still apply (the
-        stall clock, the lease, the runtime, a cancel), checked once a tick.
+        stall clock, the lease, the runtime, a cancel, the closing grace), checked once
+        a tick.
         """
         while process.poll() is None:
-            stopped = self._check(clocks, time.monotonic(), lease_lost)
-            if stopped:
-                self._log.note(f"stopping: {stopped[1]}")
-                return stopped
+            stopped, closed = self._check_all(clocks, time.monotonic(), lease_lost)
+            if stopped or closed:
+                return stopped, closed
             try:
                 process.wait(timeout=self._limits.tick)
             except subprocess.TimeoutExpired:
                 continue
-        return None
+        return None, False
+
+    def _check_all(
+        self, clocks: Clocks, now: float, lease_lost: threading.Event
+    ) -> tuple[tuple[Classification, str] | None, bool]:
+        """Whether the CLI must be ended now: stopped (a limit, the lease, a cancel), or
+        closed after its final answer (the answer stands). Says why in the task log."""
+        stopped = self._check(clocks, now, lease_lost)
+        if stopped:
+            self._log.note(f"stopping: {stopped[1]}")
+            return stopped, False
+        closing = self._closing(clocks, now)
+        if closing:
+            self._log.note(f"ending the CLI, its answer kept: {closing}")
+            return None, True
+        return None, False
 
     def _check(
         self, clocks: Clocks, now: float, lease_lost: threading.Event
     ) -> tuple[Classification, str] | None:
-        if self._cancel is not None and self._cancel.is_set():
+        if self._cancelled() and clocks.answered is None:
             return Classification.CANCELLED, "cancelled by runner shutdown"
         if lease_lost.is_set():
             return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
         return overdue(clocks, self._limits, now)
+
+    def _closing(self, clocks: Clocks, now: float) -> str | None:
+        """After the final answer a cancel needs no grace: the answer is all there is."""
+        if clocks.answered is not None and self._cancelled():
+            return "the runner is stopping"
+        return lingering(clocks, self._limits, now)
+
+    def _cancelled(self) -> bool:
+        return self._cancel is not None and self._cancel.is_set()
 
     def _report(self, clocks: Clocks, pid: int | None) -> None:
         if self._on_progress is not None:
@@ -378,6 +439,11 @@ class Supervisor:
             meaningful = self._meaningful(line) or meaningful
         if meaningful:
             clocks.last_event = time.monotonic()
+        if clocks.answered is None and self._answered is not None and self._answered():
+            clocks.answered = time.monotonic()
+            self._log.note(
+                f"final answer received; the CLI has {self._limits.closing_grace:g}s to exit"
+            )
 
     def _meaningful(self, line: bytes) -> bool:
         if not line.startswith(b"{"):

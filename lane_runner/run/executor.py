@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
-from lane_runner import files, redact
+from lane_runner import config, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -179,7 +179,7 @@ class RunExecutor:
         if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
             handoff = workspace.handoff(worktree, "", self.branch, owner=self.s.cfg.worker_user)
-        continuation = ""
+        continuation = contexts.after_failure(self.state.take_retry_reason())
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
@@ -278,6 +278,7 @@ class RunExecutor:
         outcome = decision.outcome
         assert outcome is not None
         self.state.progressed()
+        self.state.failed(decision.reason)
         self._save_state_if_possible()
         reason = redact.text(decision.reason)
         return self._end(
@@ -504,13 +505,19 @@ class RunExecutor:
             env=worker_environment(
                 provider,
                 _home_of(self.s.cfg.worker_user),
-                {**leftovers.markers(self.s.node, self.s.home.root), **workspace.GIT_ENV},
+                {
+                    **config.cli_environment(self.s.cfg, provider),
+                    **leftovers.markers(self.s.node, self.s.home.root),
+                    **workspace.GIT_ENV,
+                },
                 passes=self.s.cfg.worker_env,
             ),
+            config_overrides=config.cli_overrides(self.s.cfg, provider),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
             stall_timeout=self.s.cfg.stall_timeout,
+            closing_grace=self.s.cfg.closing_grace,
             deadline=self.deadline,
             rotate_bytes=self.s.cfg.log_rotate_bytes,
             cancel=self.cancel,

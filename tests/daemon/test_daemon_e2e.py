@@ -125,6 +125,24 @@ def test_a_reconnecting_provider_stalls_and_falls_back_freeing_its_slot(lane: La
     assert [a["provider"] for a in state["attempts"]] == ["codex", "claude"]
 
 
+def test_an_answer_followed_by_a_lingering_cli_is_kept_not_stalled(lane: Lane) -> None:
+    """Claude prints its result, then stays alive (a SessionEnd hook, say) past the stall
+    clock: the attempt ends after the closing grace with its answer, judged and committed,
+    never "stalled -> fallback" to codex (issue 26, finding 1)."""
+    lane.write_config(stall_timeout=1.0)
+    task = lane.add("answer then linger", body="[sim@claude:linger]", assignee="cli-claude-low")
+    assert lane.start("--until-idle").wait(timeout=60) == 0
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.result is not None
+    state = lane.lane_state(task.id)
+    attempts = state["attempts"]
+    assert isinstance(attempts, list)
+    assert [(a["provider"], a["classification"]) for a in attempts] == [("claude", "ok")]
+    candidate = f"{task.id}.run-{done.completed_run_id}.candidate-{attempts[0]['n']}.json"
+    assert (lane.home.lane_dir(BOARD) / candidate).exists()
+    assert lane.live_workers() == []
+
+
 def test_every_provider_stalled_is_a_cooldown_not_a_failure(lane: Lane) -> None:
     lane.write_config(stall_timeout=0.5, cooldown_base=30.0, cooldown_max=60.0)
     task = lane.add("offline everywhere", body="[sim:reconnect-forever]")

@@ -132,6 +132,7 @@ class Run:
         if structured is not None:
             fields["structured_output"] = structured
         self.event("result", session_id, **fields)
+        play.linger_if(self.scenario)
         sys.exit(status)
 
     def assistant(self, session_id: str, text: str, **fields: Any) -> None:

@@ -152,6 +152,7 @@ class Run:
         self.item("agent_message", text=text)
         play.emit({"type": "turn.completed",
                    "usage": {"input_tokens": 1200, "cached_input_tokens": 0, "output_tokens": 80}})
+        play.linger_if(self.scenario)
 
     def work(self) -> None:
         name = self.scenario.name

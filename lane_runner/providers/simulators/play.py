@@ -31,7 +31,7 @@ from typing import Any
 SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
-    "unfinished", "artifacts",
+    "unfinished", "artifacts", "linger",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -105,6 +105,13 @@ def pause(scale: float = 1.0) -> None:
 def hang() -> None:
     while True:
         time.sleep(3600)
+
+
+def linger_if(scenario: Scenario) -> None:
+    """``linger``: stay alive after the final answer, as Claude Code does while a
+    ``SessionEnd`` hook runs (and codex may after ``turn.completed``)."""
+    if scenario.name == "linger":
+        hang()
 
 
 def emit(event: dict[str, Any]) -> None:
