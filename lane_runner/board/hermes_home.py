@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 from types import ModuleType
 
+from lane_runner.board import hermes_files
 from lane_runner.errors import LaneRunnerError, UsageError
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ API: dict[str, tuple[str, ...]] = {
     "set_branch_name": (),
     "_end_run": ("outcome", "status", "error", "metadata"),
     "_append_event": ("run_id",),
+    # Replaced in this process by hermes_files.install: they close descriptors of the database.
+    **{name: () for name in hermes_files.REPLACED},
 }
 #: Columns the backend reads or guards on; a database without them is from another Hermes.
 COLUMNS: dict[str, frozenset[str]] = {
@@ -114,6 +117,7 @@ def kanban() -> ModuleType:
         ) from error
     check_version(installed_version())
     check_api(module)
+    hermes_files.install(module)
     return module
 
 
