@@ -62,9 +62,23 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 
 AUTHOR = "lane-runner"
+#: Ready, unclaimed tasks in claim order, each with the cooldown its latest ended run
+#: records (docs/ARCHITECTURE.md §5): one statement per sweep, however many are cooling.
+CANDIDATES = (
+    "SELECT t.id, t.assignee, (SELECT CASE WHEN json_valid(r.metadata) THEN "
+    f"json_extract(r.metadata, '$.{rows.MARK}.next_attempt_at') END FROM task_runs r "
+    "WHERE r.task_id = t.id AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1) "
+    "AS next_attempt_at FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL "
+    "ORDER BY t.priority DESC, t.created_at, t.rowid"
+)
 UNCONTROLLED = (
-    "a Hermes board has no lane-runner {what}: its tasks and dispatch are Hermes's. Use "
-    "'hermes kanban {command}', or 'lane-runner pause' to hold this runner"
+    "a Hermes board has no lane-runner {what}: its tasks and dispatch are Hermes's. "
+    "{instead}, or 'lane-runner pause' to hold this runner"
+)
+#: What Hermes 0.19 offers instead of a board pause: its dispatcher runs in its gateway.
+HERMES_DISPATCH = (
+    "Hermes's own dispatcher is switched with 'hermes config set kanban.dispatch_in_gateway "
+    "{value}' (then 'hermes gateway restart')"
 )
 READ_ONLY = (
     "lane-runner does not {what} on a Hermes board: Hermes owns its tasks. "
@@ -122,8 +136,9 @@ class HermesBoard:
         except (sqlite3.Error, OSError, self._kb.KanbanDbCorruptError) as error:
             raise BoardUnavailable(
                 f"Hermes board {self.slug!r} ({self.path}) is unavailable: {error}; "
-                "lane-runner skips it and retries (a corrupt database: see 'hermes kanban "
-                "doctor' or restore the backup Hermes made beside it)"
+                "lane-runner skips it and retries (if it stays unavailable, run "
+                f"'hermes kanban --board {self.slug} list': Hermes checks the database and "
+                "says whether it is corrupt, keeping a backup beside it)"
             ) from error
 
     # -- reading -----------------------------------------------------------------
@@ -303,14 +318,11 @@ class HermesBoard:
 
         def work(connection: sqlite3.Connection) -> Claim | None:
             now = time.time()
-            candidates = connection.execute(
-                "SELECT id, assignee FROM tasks WHERE status = 'ready' AND claim_lock IS NULL "
-                "ORDER BY priority DESC, created_at, rowid"
-            ).fetchall()
-            for candidate in candidates:
+            for candidate in connection.execute(CANDIDATES).fetchall():
                 task_id, assignee = candidate["id"], candidate["assignee"]
                 lane = rules.claim_assignee(assignee, default_assignee)
-                if lane is None or self._cooling(connection, task_id, now):
+                until = candidate["next_attempt_at"]
+                if lane is None or (isinstance(until, int | float) and until > now):
                     continue
                 if assignee is None and not self._kb.assign_task(connection, task_id, lane):
                     continue
@@ -327,11 +339,6 @@ class HermesBoard:
             return None
 
         return self._call(work)
-
-    def _cooling(self, connection: sqlite3.Connection, task_id: str, now: float) -> bool:
-        last = self._last_ended(connection, task_id)
-        until = rows.mark(last["metadata"]).get("next_attempt_at") if last is not None else None
-        return isinstance(until, int | float) and until > now
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         """Hermes's ``heartbeat_claim`` on this run's own lock, then its liveness note."""
@@ -607,17 +614,20 @@ class HermesBoard:
     # -- operator controls: Hermes's own dispatcher has them -----------------------
 
     def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
-        raise UsageError(UNCONTROLLED.format(what="stop", command=f"block {task_id}"))
+        instead = f"Use 'hermes kanban block {task_id}'"
+        raise UsageError(UNCONTROLLED.format(what="stop", instead=instead))
 
     def stop_request(self, run_id: int) -> StopRequest | None:
         """Never any: Hermes's schema has no place for a stop request lane-runner could read."""
         return None
 
     def pause(self, reason: str, by: str) -> BoardPause:
-        raise UsageError(UNCONTROLLED.format(what="pause", command="dispatch settings"))
+        instead = HERMES_DISPATCH.format(value="false")
+        raise UsageError(UNCONTROLLED.format(what="pause", instead=instead))
 
     def resume(self) -> bool:
-        raise UsageError(UNCONTROLLED.format(what="resume", command="dispatch settings"))
+        instead = HERMES_DISPATCH.format(value="true")
+        raise UsageError(UNCONTROLLED.format(what="resume", instead=instead))
 
     def paused(self) -> BoardPause | None:
         return None

@@ -9,10 +9,12 @@ and lane-runner refuses those commands there.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.hermes import HermesBoard, HermesStore
 from lane_runner.board.model import BlockKind, CompleteOutcome, NewTask, Outcome, Status
 from lane_runner.errors import NotFound, UsageError
-from tests.hermes.conftest import HermesHome
+from tests.hermes.conftest import HERMES, HermesHome
 
 NODE = "node-a"
 RESULT = {
@@ -114,6 +116,75 @@ def test_stops_and_pauses_are_left_to_hermes(hermes_store: HermesStore) -> None:
             attempt()
     assert (b.stop_request(claimed.run.id), b.paused()) == (None, None)
     assert b.get_task(task_id).status is Status.RUNNING
+
+
+def hermes_help(home: HermesHome, words: list[str], seen: dict[str, str]) -> str:
+    """``hermes WORDS --help`` (each asked once: Hermes takes a second to start)."""
+    key = " ".join(words)
+    if key not in seen:
+        done = subprocess.run(
+            [HERMES, *words, "--help"], env=home.environ(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"'hermes {key}' does not exist: {done.stderr}"
+        seen[key] = done.stdout
+    return seen[key]
+
+
+def check_command(home: HermesHome, command: str, seen: dict[str, str]) -> None:
+    """``command`` (a hint's ``hermes ...``) names subcommands the installed Hermes has.
+
+    Walks argparse's help: at each level the next word must be one of the listed
+    subcommands; options are skipped with their value; words left over must be
+    positional arguments of the last level, which must take some.
+    """
+    words = command.split()[1:]
+    path: list[str] = []
+    while words:
+        text = hermes_help(home, path, seen)
+        word = words.pop(0)
+        if word.startswith("-"):
+            assert re.search(rf"^\s+{re.escape(word)}\b", text, re.MULTILINE), word
+            if re.search(rf"^\s+{re.escape(word)} [^\s,]", text, re.MULTILINE):
+                words.pop(0)  # its value
+            continue
+        listed = re.search(r"positional arguments:\n\s+\{([\w,-]+)\}", text)
+        if listed is None:
+            assert "positional arguments:" in text, f"'hermes {' '.join(path)}' takes no {word!r}"
+            return
+        assert word in listed.group(1).split(","), f"no 'hermes {' '.join(path)} {word}'"
+        path.append(word)
+    hermes_help(home, path, seen)
+
+
+def test_every_hint_names_a_command_the_installed_hermes_has(
+    hermes_home: HermesHome, hermes_store: HermesStore
+) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    refusals: list[Callable[[], object]] = [
+        lambda: b.add_task(NewTask(title="x")),
+        lambda: b.unblock(task_id),
+        lambda: b.archive(task_id),
+        lambda: b.request_stop(task_id, "why", requeue=False),
+        lambda: b.pause("why", "ops"),
+        b.resume,
+        lambda: hermes_store.create_board("x"),
+        lambda: hermes_store.board("absent"),
+        lambda: HermesStore(f"hermes://{hermes_home.path}/absent"),
+        lambda: HermesStore(f"hermes://{hermes_home.path / 'kanban'}"),
+    ]
+    hermes_home.hermes("boards", "create", "broken")
+    (hermes_home.path / "kanban" / "boards" / "broken" / "kanban.db").write_bytes(b"no" * 100)
+    refusals.append(lambda: hermes_store.board("broken").claim(NODE, 60, ""))
+    commands = []
+    for refusal in refusals:
+        with pytest.raises((UsageError, NotFound, BoardUnavailable)) as raised:
+            refusal()
+        commands += re.findall(r"'(?:\S+=\S+ )*(hermes [^']+)'", str(raised.value))
+    assert len(commands) >= len(refusals)
+    seen: dict[str, str] = {}
+    for command in dict.fromkeys(commands):
+        check_command(hermes_home, command, seen)
 
 
 # -- claims ------------------------------------------------------------------------
@@ -285,6 +356,38 @@ def test_reclaim_with_cooldown_waits_before_the_next_claim(hermes_store: HermesS
         hermes_store, "SELECT status, outcome FROM task_runs WHERE task_id = ?", task_id
     )
     assert tuple(row) == ("reclaimed", "reclaimed")
+
+
+def statements_of_a_claim(hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many statements one claim sweep runs (SQLite's own trace of the connection)."""
+    b = board(hermes_store)
+    traced: list[str] = []
+    connect = b._kb.connect
+
+    def tracing(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection: sqlite3.Connection = connect(*args, **kwargs)
+        connection.set_trace_callback(traced.append)
+        return connection
+
+    with monkeypatch.context() as patch:
+        patch.setattr(b._kb, "connect", tracing)
+        assert b.claim(NODE, 60, "") is None
+    return len(traced)
+
+
+def test_cooling_tasks_cost_a_sweep_one_query_however_many_there_are(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = board(hermes_store)
+    counts = []
+    for cooling in (2, 10):
+        while len(b.list_tasks(Status.READY)) < cooling:
+            add(hermes_store, "t", assignee="cli-auto")
+            claimed = b.claim(NODE, 60, "")
+            assert claimed is not None
+            b.reclaim(claimed.run.id, "capacity: busy", Outcome.RECLAIMED, cooldown=3600)
+        counts.append(statements_of_a_claim(hermes_store, monkeypatch))
+    assert counts[0] == counts[1]
 
 
 def test_counted_failures_give_up_at_the_tasks_max_retries(hermes_store: HermesStore) -> None:
