@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from lane_runner.board import hermes_home, retry, rules
+from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.hermes_watch import HermesWatch
@@ -324,14 +324,13 @@ class HermesBoard:
                 until = candidate["next_attempt_at"]
                 if lane is None or (isinstance(until, int | float) and until > now):
                     continue
-                if assignee is None and not self._kb.assign_task(connection, task_id, lane):
-                    continue
-                claimed = self._kb.claim_task(
-                    connection,
-                    task_id,
-                    ttl_seconds=math.ceil(lease_ttl),
-                    claimer=rows.lock(node, secrets.token_hex(6)),
-                )
+                lock = rows.lock(node, secrets.token_hex(6))
+                if assignee is None:
+                    claimed = self._claim_unassigned(connection, task_id, lane, lease_ttl, lock)
+                else:
+                    claimed = self._kb.claim_task(
+                        connection, task_id, ttl_seconds=math.ceil(lease_ttl), claimer=lock
+                    )
                 if claimed is None or claimed.current_run_id is None:
                     continue  # another runner won it, or Hermes found a parent not done
                 run = self._run(connection, int(claimed.current_run_id))
@@ -339,6 +338,26 @@ class HermesBoard:
             return None
 
         return self._call(work)
+
+    def _claim_unassigned(
+        self, connection: sqlite3.Connection, task_id: str, lane: str, lease_ttl: float, lock: str
+    ) -> Any:
+        """Hermes's ``assign_task`` to the default lane, then ``claim_task``: one transaction.
+
+        The task is looked at again inside it: another runner may have taken it since
+        the sweep read it (and Hermes refuses to reassign a running task).
+        """
+        with hermes_txn.one_transaction(self._kb, connection) as nested:
+            still = nested.execute(
+                "SELECT 1 FROM tasks WHERE id = ? AND status = 'ready' AND claim_lock IS NULL "
+                "AND assignee IS NULL",
+                (task_id,),
+            ).fetchone()
+            if still is None or not self._kb.assign_task(nested, task_id, lane):
+                return None
+            return self._kb.claim_task(
+                nested, task_id, ttl_seconds=math.ceil(lease_ttl), claimer=lock
+            )
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         """Hermes's ``heartbeat_claim`` on this run's own lock, then its liveness note."""
@@ -479,18 +498,18 @@ class HermesBoard:
             task_id = self._current_task(connection, run_id)
             if task_id is None:
                 return False
-            blocked = bool(
-                self._kb.block_task(
-                    connection,
-                    task_id,
-                    reason=reason,
-                    kind=rows.HERMES_KINDS[kind],
-                    expected_run_id=run_id,
+            with hermes_txn.one_transaction(self._kb, connection) as nested:
+                blocked = bool(
+                    self._kb.block_task(
+                        nested,
+                        task_id,
+                        reason=reason,
+                        kind=rows.HERMES_KINDS[kind],
+                        expected_run_id=run_id,
+                    )
                 )
-            )
-            if blocked and count_failure:
-                with self._kb.write_txn(connection):
-                    connection.execute(
+                if blocked and count_failure:
+                    nested.execute(
                         "UPDATE tasks SET consecutive_failures = consecutive_failures + 1, "
                         "last_failure_error = ? WHERE id = ?",
                         (reason[:500], task_id),
@@ -582,6 +601,11 @@ class HermesBoard:
         payload: dict[str, Any] = {"reason": reason, "outcome": outcome.value, "by": AUTHOR}
         if gave_up:
             payload["failures"] = failures
+            # A "blocked" event is what Hermes's recompute_ready honours as a block only
+            # 'hermes kanban unblock' lifts; without it Hermes would put the task back
+            # to ready whenever it has fewer failures than Hermes's own limit.
+            sticky = {"reason": error[:500], "kind": None, "by": AUTHOR}
+            self._kb._append_event(connection, task_id, "blocked", sticky, run_id=run_id)
         self._kb._append_event(
             connection, task_id, "gave_up" if gave_up else "reclaimed", payload, run_id=run_id
         )

@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from types import ModuleType
 
-from lane_runner.board import hermes_files
+from lane_runner.board import hermes_files, hermes_txn
 from lane_runner.errors import LaneRunnerError, UsageError
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ API: dict[str, tuple[str, ...]] = {
     "_append_event": ("run_id",),
     # Replaced in this process by hermes_files.install: they close descriptors of the database.
     **{name: () for name in hermes_files.REPLACED},
+    # Deferred by hermes_txn.install until one_transaction commits.
+    hermes_txn.HOOK: (),
 }
 #: Columns the backend reads or guards on; a database without them is from another Hermes.
 COLUMNS: dict[str, frozenset[str]] = {
@@ -118,6 +120,7 @@ def kanban() -> ModuleType:
     check_version(installed_version())
     check_api(module)
     hermes_files.install(module)
+    hermes_txn.install(module)
     return module
 
 

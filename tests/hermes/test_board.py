@@ -342,6 +342,96 @@ def test_block_keeps_the_workers_words_and_kind(
     assert not b.heartbeat(claimed.run.id, 60)
 
 
+class Crash(Exception):
+    """The daemon dying between two Hermes calls of one transition."""
+
+
+def crash_after(monkeypatch: pytest.MonkeyPatch, b: HermesBoard, call: str) -> None:
+    """Hermes's ``call`` does its work, then the process "dies" before anything else."""
+    real = getattr(b._kb, call)
+
+    def then_crash(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise Crash(call)
+
+    monkeypatch.setattr(b._kb, call, then_crash)
+
+
+def test_claiming_an_unassigned_task_is_one_transaction(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_id = add(hermes_store, "no assignee")
+    b = board(hermes_store)
+    with monkeypatch.context() as patch:
+        crash_after(patch, b, "assign_task")
+        with pytest.raises(Crash):
+            b.claim(NODE, 60, "cli-auto")
+    (row,) = hermes(hermes_store, "SELECT assignee, status FROM tasks WHERE id = ?", task_id)
+    assert tuple(row) == (None, "ready")  # not left in the default lane, unclaimed
+    assert "assigned" not in [e.kind for e in b.events(task_id)]
+    claimed = b.claim(NODE, 60, "cli-auto")
+    assert claimed is not None and claimed.task.assignee == "cli-auto"
+    kinds = [e.kind for e in b.events(task_id)]
+    assert kinds[kinds.index("assigned") :] == ["assigned", "claimed"]
+
+
+def test_a_counted_block_is_one_transaction(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    with monkeypatch.context() as patch:
+        crash_after(patch, b, "block_task")
+        with pytest.raises(Crash):
+            b.block(claimed.run.id, "tests fail", BlockKind.CAPABILITY)
+    task = b.get_task(task_id)
+    assert (task.status, task.failure_count) == (Status.RUNNING, 0)  # not blocked, uncounted
+    assert b.block(claimed.run.id, "tests fail", BlockKind.CAPABILITY)
+    task = b.get_task(task_id)
+    assert (task.status, task.failure_count) == (Status.BLOCKED, 1)
+
+
+def test_hermes_s_hooks_see_the_transition_committed(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hermes fires its plugins' hooks after its commit; inside one of ours, after ours."""
+    from hermes_cli import plugins
+
+    task_id = add(hermes_store, "no assignee")
+    seen: list[tuple[str, str]] = []
+
+    def hook(event: str, **fields: Any) -> None:
+        (row,) = hermes(hermes_store, "SELECT status FROM tasks WHERE id = ?", task_id)
+        seen.append((event, row["status"]))
+
+    monkeypatch.setattr(plugins, "invoke_hook", hook)
+    claimed = board(hermes_store).claim(NODE, 60, "cli-auto")
+    assert claimed is not None
+    assert seen == [("kanban_task_claimed", "running")]
+
+
+def test_a_task_lane_runner_gave_up_on_stays_blocked_when_hermes_recomputes(
+    hermes_home: HermesHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERMES_KANBAN_HOME", str(hermes_home.path))
+    store = HermesStore(f"hermes://{hermes_home.path}", failure_limit=1)
+    try:
+        task_id = add(store, "t", assignee="cli-auto")
+        b = board(store)
+        claimed = b.claim(NODE, 60, "")
+        assert claimed is not None
+        assert b.reclaim(claimed.run.id, "crashed", Outcome.FAILED, count_failure=True)
+        assert b.get_task(task_id).block_kind is BlockKind.GAVE_UP
+        hermes_home.hermes("dispatch")  # Hermes's limit is 2 failures: this one has 1
+        assert b.get_task(task_id).status is Status.BLOCKED
+        hermes_home.hermes("unblock", task_id)  # a human's decision lifts it
+        assert b.get_task(task_id).status is Status.READY
+    finally:
+        store.close()
+
+
 def test_reclaim_with_cooldown_waits_before_the_next_claim(hermes_store: HermesStore) -> None:
     task_id = add(hermes_store, "t", assignee="cli-auto")
     b = board(hermes_store)
