@@ -38,6 +38,12 @@ DUBIOUS_OWNERSHIP = "detected dubious ownership"
 _ONE_THREAD_AT_A_TIME = threading.Lock()
 
 
+def creating(repository: Path) -> contextlib.AbstractContextManager[object]:
+    """Held while a worktree of ``repository`` is made, by ``prepare`` or by a host's own
+    code (Hermes's ``worktree`` kind): git's worktree metadata is the repository's."""
+    return _ONE_THREAD_AT_A_TIME
+
+
 class WorkspaceError(LaneRunnerError):
     """The task has no usable git workspace; the message says how to give it one."""
 
@@ -97,6 +103,11 @@ def git_accepts(name: str) -> bool:
 def _toplevel(path: Path, owner: str | None) -> Path | None:
     result = _git("rev-parse", "--show-toplevel", cwd=path, owner=owner)
     return Path(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def repository_of(directory: Path, owner: str | None = None) -> Path | None:
+    """The top of the git repository ``directory`` is in, as ``owner``'s git sees it."""
+    return _toplevel(directory, owner) if directory.is_dir() else None
 
 
 def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:

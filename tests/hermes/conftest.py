@@ -23,7 +23,7 @@ import pytest
 from lane_runner.board.hermes import HermesStore
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
-from tests.harness import FAST_CONFIG, Runner
+from tests.harness import FAST_CONFIG, Runner, git
 
 HERMES = str(Path(sys.executable).with_name("hermes"))
 
@@ -133,3 +133,12 @@ def hermes_lane(tmp_path: Path) -> Iterator[HermesLane]:
     lane.stop_all()
     for pid in find_workers(lane.home.node_id()):
         subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+def repository(path: Path) -> Path:
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "README").write_text("x\n")
+    git("add", ".", cwd=path)
+    git("commit", "-qm", "init", cwd=path)
+    return path

@@ -8,23 +8,24 @@ and lane-runner refuses those commands there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.base import BoardUnavailable, HostWorkspace
 from lane_runner.board.hermes import HermesBoard, HermesStore
 from lane_runner.board.model import BlockKind, CompleteOutcome, NewTask, Outcome, Status
 from lane_runner.errors import NotFound, UsageError
-from tests.hermes.conftest import HERMES, HermesHome
+from tests.hermes.conftest import HERMES, HermesHome, repository
 
 NODE = "node-a"
 RESULT = {
@@ -523,15 +524,13 @@ def test_open_runs_are_only_the_cli_lanes(hermes_store: HermesStore) -> None:
 def test_workspaces_of_each_kind_are_made_and_written_back(
     hermes_home: HermesHome, hermes_store: HermesStore, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args], cwd=repo, check=True
-        )
+    repo = repository(tmp_path / "repo")
     folder = tmp_path / "folder"
     ids = {
         "dir": hermes_home.create("d", "--assignee", "cli-auto", "--workspace", f"dir:{folder}"),
+        "dir-repo": hermes_home.create(
+            "r", "--assignee", "cli-auto", "--workspace", f"dir:{repo}"
+        ),
         "worktree": hermes_home.create(
             "w",
             "--assignee",
@@ -545,19 +544,49 @@ def test_workspaces_of_each_kind_are_made_and_written_back(
         "scratch": hermes_home.create("s", "--assignee", "cli-auto"),
     }
     b = board(hermes_store)
-    assert b.prepare_workspace(ids["dir"]) == folder and folder.is_dir()
-    worktree = b.prepare_workspace(ids["worktree"])
+    locked: list[Path] = []
+
+    @contextlib.contextmanager
+    def creating(repository: Path) -> Iterator[None]:
+        locked.append(repository)
+        yield
+
+    assert b.prepare_workspace(ids["dir"], creating) == HostWorkspace(folder, shared=True)
+    assert folder.is_dir()
+    assert b.prepare_workspace(ids["dir-repo"], creating) == HostWorkspace(repo, shared=True)
+    assert not (repo / ".worktrees").exists()  # a repository's is the runner's to make
+    worktree = b.prepare_workspace(ids["worktree"], creating).path
     assert worktree == repo / ".worktrees" / ids["worktree"] and (worktree / ".git").exists()
-    scratch = b.prepare_workspace(ids["scratch"])
+    assert locked == [repo]  # Hermes made its worktree under the runner's creation lock
+    scratch = b.prepare_workspace(ids["scratch"], creating).path
     assert scratch.is_dir() and hermes_home.path in scratch.parents
+    b.record_workspace(ids["dir-repo"], tmp_path / "elsewhere")
     rows = {r["id"]: r for r in hermes(hermes_store, "SELECT * FROM tasks")}
     assert rows[ids["worktree"]]["workspace_path"] == str(worktree)
     assert rows[ids["worktree"]]["branch_name"] == f"wt/{ids['worktree']}"
     assert rows[ids["scratch"]]["workspace_path"] == str(scratch)
+    assert rows[ids["dir-repo"]]["workspace_path"] == str(tmp_path / "elsewhere")
     assert b.get_task(ids["worktree"]).goal_turns == 3
     assert b.get_task(ids["dir"]).goal_turns == 1
     context = b.worker_context(ids["worktree"])
     assert context.startswith(f"# Kanban task {ids['worktree']}: w")
+
+
+def test_the_provider_log_is_where_hermes_looks_for_a_workers_log(
+    hermes_home: HermesHome, hermes_store: HermesStore, tmp_path: Path
+) -> None:
+    task_id = hermes_home.create("t", "--assignee", "cli-auto")
+    b = board(hermes_store)
+    theirs = hermes_home.path / "kanban" / "logs" / f"{task_id}.log"
+    theirs.parent.mkdir(parents=True, exist_ok=True)
+    theirs.write_text("a Hermes worker was here\n")  # an earlier run of a Hermes profile
+    ours = tmp_path / "logs" / "default" / f"{task_id}.log"
+    ours.parent.mkdir(parents=True)
+    ours.write_text("codex said this\n")
+    b.link_worker_log(task_id, ours)
+    b.link_worker_log(task_id, ours)  # again, at the next run: nothing changes
+    assert hermes_home.hermes("log", task_id) == "codex said this\n"
+    assert theirs.with_name(f"{task_id}.log.1").read_text() == "a Hermes worker was here\n"
 
 
 # -- bad input ---------------------------------------------------------------------

@@ -12,19 +12,9 @@ from pathlib import Path
 
 from journal import Journal
 from lane_runner.service.leftovers import find as find_workers
-from tests.harness import git
-from tests.hermes.conftest import HermesLane
+from tests.hermes.conftest import HermesLane, repository
 
 UNFINISHED = {"pending", "prepared", "staging"}
-
-
-def repository(path: Path) -> Path:
-    path.mkdir()
-    git("init", "-q", "-b", "main", cwd=path)
-    (path / "README").write_text("x\n")
-    git("add", ".", cwd=path)
-    git("commit", "-qm", "init", cwd=path)
-    return path
 
 
 def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
