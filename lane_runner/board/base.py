@@ -268,7 +268,7 @@ class HostedBoard(Protocol):
     def record_workspace(self, task_id: str, path: Path) -> None:
         """Tell the host where the task works now (the runner's worktree of its repository)."""
 
-    def link_worker_log(self, task_id: str, log: Path) -> None:
+    def link_worker_log(self, task_id: str, log_file: Path) -> None:
         """Show the task's provider log where the host's users look for a worker's log."""
 
     def lane_counts(self, default_assignee: str) -> dict[str, int]:

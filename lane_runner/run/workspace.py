@@ -106,8 +106,17 @@ def _toplevel(path: Path, owner: str | None) -> Path | None:
 
 
 def repository_of(directory: Path, owner: str | None = None) -> Path | None:
-    """The top of the git repository ``directory`` is in, as ``owner``'s git sees it."""
-    return _toplevel(directory, owner) if directory.is_dir() else None
+    """The top of the git repository ``directory`` is in, as ``owner``'s git sees it; None
+    outside any. A repository git refuses to ``owner`` (another user's) is a
+    ``WorkspaceError`` saying how to fix it, never taken for a plain directory."""
+    if not directory.is_dir():
+        return None
+    found = _git("rev-parse", "--show-toplevel", cwd=directory, owner=owner)
+    if found.returncode == 0:
+        return Path(found.stdout.strip())
+    if DUBIOUS_OWNERSHIP in found.stderr:
+        raise _not_a_repository(directory, owner)
+    return None
 
 
 def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:
