@@ -128,7 +128,8 @@ class HermesBoard:
             raise BoardUnavailable(
                 f"Hermes board {self.slug!r} ({self.path}) lacks {', '.join(missing)}: "
                 "it was made by another Hermes release; open it once with "
-                "hermes-agent>=0.19 ('hermes kanban list') so Hermes migrates it"
+                f"hermes-agent>=0.19 ('hermes kanban --board {self.slug} list') so Hermes "
+                "migrates it"
             )
         self._schema_checked = True
 
