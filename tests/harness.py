@@ -92,6 +92,17 @@ class Runner:
             cwd=self.root,
         )
 
+    def wait(self, condition: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.05)
+        log = (self.root / "daemon.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(
+            f"timed out waiting for {what or condition}\n--- daemon log ---\n{log}"
+        )
+
     def spawn(self, *args: str) -> subprocess.Popen[bytes]:
         """``lane-runner run ARGS``, logging to ``daemon.log`` in the home."""
         log = (self.root / "daemon.log").open("ab")
@@ -153,17 +164,6 @@ class Lane(Runner):
 
     def tasks(self) -> list[Task]:
         return self.board.list_tasks()
-
-    def wait(self, condition: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            time.sleep(0.05)
-        log = (self.root / "daemon.log").read_text(errors="replace")[-4000:]
-        raise AssertionError(
-            f"timed out waiting for {what or condition}\n--- daemon log ---\n{log}"
-        )
 
     def all_done(self) -> bool:
         return all(task.status is Status.DONE for task in self.tasks())

@@ -9,7 +9,9 @@ backend to it. ``board/sql.py`` implements it once for the SQL backends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -231,6 +233,24 @@ class Board(Protocol):
         """Release this board's own connections (a SQLite file's); the store stays usable."""
 
 
+#: Held while a worktree of the repository is made (``run/workspace.py`` ``creating``).
+Creating = Callable[[Path], AbstractContextManager[object]]
+
+
+@dataclass(frozen=True)
+class HostWorkspace:
+    """Where a hosted task works, as its host says (docs/ARCHITECTURE.md §5).
+
+    ``shared``: a directory the host would hand every task as it is (Hermes's ``dir:``).
+    In a git repository the runner gives the task its own worktree of that repository
+    instead (tasks of one repository never share a checkout), works at ``path``'s place
+    inside it and tells the host (``record_workspace``); elsewhere it works in ``path``.
+    """
+
+    path: Path
+    shared: bool = False
+
+
 @runtime_checkable
 class HostedBoard(Protocol):
     """A board another system owns (Hermes): it says what the worker reads and where it works.
@@ -238,11 +258,19 @@ class HostedBoard(Protocol):
     The executor asks it instead of building the context and the git worktree
     itself. ``complete`` on such a board also keeps the journal record's
     ``metadata`` (route, sessions, ``journal_digest``), which the embedded
-    boards leave in the journal.
+    boards leave in the journal, and hands the result's artifacts to the host.
     """
 
     def worker_context(self, task_id: str) -> str: ...
-    def prepare_workspace(self, task_id: str) -> Path: ...
+    def prepare_workspace(self, task_id: str, creating: Creating) -> HostWorkspace:
+        """The task's workspace; a worktree the host makes itself is made under ``creating``."""
+
+    def record_workspace(self, task_id: str, path: Path) -> None:
+        """Tell the host where the task works now (the runner's worktree of its repository)."""
+
+    def link_worker_log(self, task_id: str, log_file: Path) -> None:
+        """Show the task's provider log where the host's users look for a worker's log."""
+
     def lane_counts(self, default_assignee: str) -> dict[str, int]:
         """``counts`` of the tasks this runner would serve: the host's own stay out."""
 

@@ -27,18 +27,20 @@ import contextlib
 import json
 import logging
 import math
+import os
 import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from lane_runner.board import hermes_home, retry, rules
+from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
-from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
+from lane_runner.board.base import BoardUnavailable, Creating, HostWorkspace, WorkspaceUnusable
 from lane_runner.board.hermes_watch import HermesWatch
 from lane_runner.board.model import (
     BlockKind,
@@ -62,9 +64,25 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 
 AUTHOR = "lane-runner"
+#: Hermes's workspace kinds it keeps after completion (it removes ``scratch``).
+KEPT_WORKSPACES = ("dir", "worktree")
+#: Ready, unclaimed tasks in claim order, each with the cooldown its latest ended run
+#: records (docs/ARCHITECTURE.md §5): one statement per sweep, however many are cooling.
+CANDIDATES = (
+    "SELECT t.id, t.assignee, (SELECT CASE WHEN json_valid(r.metadata) THEN "
+    f"json_extract(r.metadata, '$.{rows.MARK}.next_attempt_at') END FROM task_runs r "
+    "WHERE r.task_id = t.id AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1) "
+    "AS next_attempt_at FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL "
+    "ORDER BY t.priority DESC, t.created_at, t.rowid"
+)
 UNCONTROLLED = (
-    "a Hermes board has no lane-runner {what}: its tasks and dispatch are Hermes's. Use "
-    "'hermes kanban {command}', or 'lane-runner pause' to hold this runner"
+    "a Hermes board has no lane-runner {what}: its tasks and dispatch are Hermes's. "
+    "{instead}, or 'lane-runner pause' to hold this runner"
+)
+#: What Hermes 0.19 offers instead of a board pause: its dispatcher runs in its gateway.
+HERMES_DISPATCH = (
+    "Hermes's own dispatcher is switched with 'hermes config set kanban.dispatch_in_gateway "
+    "{value}' (then 'hermes gateway restart')"
 )
 READ_ONLY = (
     "lane-runner does not {what} on a Hermes board: Hermes owns its tasks. "
@@ -110,7 +128,8 @@ class HermesBoard:
             raise BoardUnavailable(
                 f"Hermes board {self.slug!r} ({self.path}) lacks {', '.join(missing)}: "
                 "it was made by another Hermes release; open it once with "
-                "hermes-agent>=0.19 ('hermes kanban list') so Hermes migrates it"
+                f"hermes-agent>=0.19 ('hermes kanban --board {self.slug} list') so Hermes "
+                "migrates it"
             )
         self._schema_checked = True
 
@@ -122,8 +141,9 @@ class HermesBoard:
         except (sqlite3.Error, OSError, self._kb.KanbanDbCorruptError) as error:
             raise BoardUnavailable(
                 f"Hermes board {self.slug!r} ({self.path}) is unavailable: {error}; "
-                "lane-runner skips it and retries (a corrupt database: see 'hermes kanban "
-                "doctor' or restore the backup Hermes made beside it)"
+                "lane-runner skips it and retries (if it stays unavailable, run "
+                f"'hermes kanban --board {self.slug} list': Hermes checks the database and "
+                "says whether it is corrupt, keeping a backup beside it)"
             ) from error
 
     # -- reading -----------------------------------------------------------------
@@ -272,28 +292,78 @@ class HermesBoard:
         """Hermes's own worker context: body, prior attempts, parents' handoffs, comments."""
         return str(self._call(lambda c: self._kb.build_worker_context(c, task_id)))
 
-    def prepare_workspace(self, task_id: str) -> Path:
-        """The task's Hermes workspace (``dir:``, ``worktree``, ``scratch``), path written back."""
+    def prepare_workspace(self, task_id: str, creating: Creating) -> HostWorkspace:
+        """The task's workspace by Hermes's kind (docs/ARCHITECTURE.md §5).
 
-        def work(connection: sqlite3.Connection) -> Path:
+        ``scratch`` is Hermes's own directory for the task, and ``worktree`` Hermes's own
+        worktree of it (made under ``creating``, so never beside another ``git worktree
+        add`` of this runner in that repository). A ``dir:`` is the directory Hermes
+        names, ``shared``: in a repository the runner works in its own worktree of it.
+        Each is written back as Hermes does.
+        """
+
+        def work(connection: sqlite3.Connection) -> HostWorkspace:
             hermes_task = self._kb.get_task(connection, task_id)
             if hermes_task is None:
                 raise NotFound(f"no task {task_id!r} on Hermes board {self.slug!r}")
             try:
-                if hermes_task.workspace_kind == "worktree":
-                    path, branch = self._kb._resolve_worktree_workspace(
-                        hermes_task, board=self.slug
-                    )
-                    self._kb.set_branch_name(connection, task_id, branch)
-                else:
-                    path = self._kb.resolve_workspace(hermes_task, board=self.slug)
+                return self._workspace(connection, hermes_task, creating)
             except (ValueError, RuntimeError, OSError) as error:
                 named = rows.workspace(hermes_task.workspace_kind, hermes_task.workspace_path)
                 raise WorkspaceUnusable(f"Hermes workspace {named} is unusable: {error}") from error
-            self._kb.set_workspace_path(connection, task_id, str(path))
-            return Path(path)
 
         return self._call(work)
+
+    def _workspace(
+        self, connection: sqlite3.Connection, hermes_task: Any, creating: Creating
+    ) -> HostWorkspace:
+        kind = hermes_task.workspace_kind or "scratch"
+        if kind == "worktree":
+            repository = self._worktree_repository(hermes_task)
+            # No repository named: Hermes's resolver refuses the task, nothing is made.
+            with creating(repository) if repository else contextlib.nullcontext():
+                path, branch = self._kb._resolve_worktree_workspace(hermes_task, board=self.slug)
+            self._kb.set_branch_name(connection, hermes_task.id, branch)
+        else:
+            path = self._kb.resolve_workspace(hermes_task, board=self.slug)
+        self._kb.set_workspace_path(connection, hermes_task.id, str(path))
+        return HostWorkspace(Path(path), shared=kind == "dir")
+
+    def _worktree_repository(self, hermes_task: Any) -> Path | None:
+        """The repository Hermes makes a ``worktree`` task's worktree of: its path's, or
+        the board's ``default_workdir``'s (the key of the runner's creation lock)."""
+        anchor = hermes_task.workspace_path or self._kb.read_board_metadata(self.slug).get(
+            "default_workdir"
+        )
+        if not anchor:
+            return None
+        requested = Path(str(anchor)).expanduser()
+        return Path(self._kb._repo_root_for_worktree_target(requested) or requested)
+
+    def record_workspace(self, task_id: str, path: Path) -> None:
+        """Hermes's ``set_workspace_path``: ``hermes kanban show`` names the runner's worktree."""
+        self._call(lambda c: self._kb.set_workspace_path(c, task_id, str(path)))
+
+    def link_worker_log(self, task_id: str, log_file: Path) -> None:
+        """Hermes's worker log of the task (``hermes kanban log``) becomes a link to ``log_file``.
+
+        A log a Hermes worker left there is first rotated aside the way Hermes rotates
+        its logs. Trouble here costs only Hermes's view of the log, which stays in the
+        runner's home ('lane-runner logs'), so it is logged, not raised.
+        """
+        place = Path(self._kb.worker_log_path(task_id, board=self.slug))
+        try:
+            if place.is_symlink() and Path(os.readlink(place)) == log_file:
+                return
+            if place.exists() and not place.is_symlink():
+                self._kb._rotate_worker_log(place, 0)
+            place.parent.mkdir(parents=True, exist_ok=True)
+            staged = place.with_name(f".{place.name}.{os.getpid()}.link")
+            staged.unlink(missing_ok=True)
+            os.symlink(log_file, staged)
+            os.replace(staged, place)
+        except OSError as error:
+            log.warning("task %s: Hermes's worker log %s not linked: %s", task_id, place, error)
 
     # -- the run lifecycle -----------------------------------------------------------
 
@@ -303,23 +373,19 @@ class HermesBoard:
 
         def work(connection: sqlite3.Connection) -> Claim | None:
             now = time.time()
-            candidates = connection.execute(
-                "SELECT id, assignee FROM tasks WHERE status = 'ready' AND claim_lock IS NULL "
-                "ORDER BY priority DESC, created_at, rowid"
-            ).fetchall()
-            for candidate in candidates:
+            for candidate in connection.execute(CANDIDATES).fetchall():
                 task_id, assignee = candidate["id"], candidate["assignee"]
                 lane = rules.claim_assignee(assignee, default_assignee)
-                if lane is None or self._cooling(connection, task_id, now):
+                until = candidate["next_attempt_at"]
+                if lane is None or (isinstance(until, int | float) and until > now):
                     continue
-                if assignee is None and not self._kb.assign_task(connection, task_id, lane):
-                    continue
-                claimed = self._kb.claim_task(
-                    connection,
-                    task_id,
-                    ttl_seconds=math.ceil(lease_ttl),
-                    claimer=rows.lock(node, secrets.token_hex(6)),
-                )
+                lock = rows.lock(node, secrets.token_hex(6))
+                if assignee is None:
+                    claimed = self._claim_unassigned(connection, task_id, lane, lease_ttl, lock)
+                else:
+                    claimed = self._kb.claim_task(
+                        connection, task_id, ttl_seconds=math.ceil(lease_ttl), claimer=lock
+                    )
                 if claimed is None or claimed.current_run_id is None:
                     continue  # another runner won it, or Hermes found a parent not done
                 run = self._run(connection, int(claimed.current_run_id))
@@ -328,10 +394,25 @@ class HermesBoard:
 
         return self._call(work)
 
-    def _cooling(self, connection: sqlite3.Connection, task_id: str, now: float) -> bool:
-        last = self._last_ended(connection, task_id)
-        until = rows.mark(last["metadata"]).get("next_attempt_at") if last is not None else None
-        return isinstance(until, int | float) and until > now
+    def _claim_unassigned(
+        self, connection: sqlite3.Connection, task_id: str, lane: str, lease_ttl: float, lock: str
+    ) -> Any:
+        """Hermes's ``assign_task`` to the default lane, then ``claim_task``: one transaction.
+
+        The task is looked at again inside it: another runner may have taken it since
+        the sweep read it (and Hermes refuses to reassign a running task).
+        """
+        with hermes_txn.one_transaction(self._kb, connection) as nested:
+            still = nested.execute(
+                "SELECT 1 FROM tasks WHERE id = ? AND status = 'ready' AND claim_lock IS NULL "
+                "AND assignee IS NULL",
+                (task_id,),
+            ).fetchone()
+            if still is None or not self._kb.assign_task(nested, task_id, lane):
+                return None
+            return self._kb.claim_task(
+                nested, task_id, ttl_seconds=math.ceil(lease_ttl), claimer=lock
+            )
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         """Hermes's ``heartbeat_claim`` on this run's own lock, then its liveness note."""
@@ -372,7 +453,6 @@ class HermesBoard:
     ) -> CompleteOutcome:
         offered = dict(metadata or {})
         digest = offered.pop("journal_digest", None)
-        hermes_metadata = _completion_metadata(result, offered, run_id, digest)
         result_text = rules.canonical_json(result).decode("utf-8")
 
         def work(connection: sqlite3.Connection) -> CompleteOutcome:
@@ -382,10 +462,15 @@ class HermesBoard:
             if run is None:
                 return CompleteOutcome.STALE
             task_id = run["task_id"]
-            if self._is_current(connection, task_id, run_id) and self._complete(
-                connection, task_id, run_id, result_text, summary, hermes_metadata
-            ):
-                return CompleteOutcome.COMPLETED
+            if self._is_current(connection, task_id, run_id):
+                kind, place = connection.execute(
+                    "SELECT workspace_kind, workspace_path FROM tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+                artifacts = _placed(place, result.get("artifacts", []))
+                hermes_metadata = _completion_metadata(result, artifacts, offered, run_id, digest)
+                done = Completion(task_id, run_id, result_text, summary, hermes_metadata)
+                if self._complete(connection, done, attach=kind in KEPT_WORKSPACES):
+                    return CompleteOutcome.COMPLETED
             return self._settled(connection, task_id, run_id, digest, result)
 
         return self._call(work)
@@ -398,44 +483,49 @@ class HermesBoard:
         ).fetchone()
         return row is not None
 
-    def _complete(
-        self,
-        connection: sqlite3.Connection,
-        task_id: str,
-        run_id: int,
-        result_text: str,
-        summary: str,
-        metadata: dict[str, Any],
-    ) -> bool:
-        """Hermes's ``complete_task`` guarded on this run (upstream's ``expected_run_id``)."""
+    def _complete(self, connection: sqlite3.Connection, done: Completion, *, attach: bool) -> bool:
+        """Hermes's ``complete_task`` guarded on the run (upstream's ``expected_run_id``).
+
+        With ``attach`` (a workspace Hermes keeps: ``dir:``, ``worktree``) the artifacts
+        become the task's attachments in the same transaction; Hermes copies a scratch
+        task's artifacts itself before it removes the directory.
+        """
+        if not attach:
+            return self._complete_task(connection, done)
+        with hermes_txn.one_transaction(self._kb, connection) as nested:
+            completed = self._complete_task(nested, done)
+            if completed:
+                self._attach(nested, done.task_id, done.metadata.get("artifacts", []))
+        return completed
+
+    def _complete_task(self, connection: Any, done: Completion) -> bool:
         try:
-            return bool(
-                self._kb.complete_task(
-                    connection,
-                    task_id,
-                    result=result_text,
-                    summary=summary,
-                    metadata=metadata,
-                    expected_run_id=run_id,
-                )
-            )
+            return bool(self._kb.complete_task(connection, done.task_id, **done.arguments()))
         except self._kb.ArtifactPreservationError as error:
             # Hermes copies a scratch task's declared artifacts before it deletes the
             # scratch dir, and refuses the completion when one is missing. The answer
             # matters more than the copy: complete with the list kept as words only.
-            log.warning("task %s: artifacts not preserved by Hermes (%s)", task_id, error)
-            kept = {k: v for k, v in metadata.items() if k != "artifacts"}
-            kept["declared_artifacts"] = metadata.get("artifacts", [])
-            return bool(
-                self._kb.complete_task(
-                    connection,
-                    task_id,
-                    result=result_text,
-                    summary=summary,
-                    metadata=kept,
-                    expected_run_id=run_id,
+            log.warning("task %s: artifacts not preserved by Hermes (%s)", done.task_id, error)
+            kept = {k: v for k, v in done.metadata.items() if k != "artifacts"}
+            kept["declared_artifacts"] = done.metadata.get("artifacts", [])
+            arguments = {**done.arguments(), "metadata": kept}
+            return bool(self._kb.complete_task(connection, done.task_id, **arguments))
+
+    def _attach(self, connection: Any, task_id: str, artifacts: list[str]) -> None:
+        """Copies of the artifacts as Hermes attachments (``hermes kanban attachments``),
+        through Hermes's own ``store_attachment_bytes``: its names and its size cap. One
+        that cannot be attached is only logged: its path is in the completion anyway."""
+        for artifact in artifacts:
+            path = Path(artifact)
+            try:
+                if path.stat().st_size > self._kb.KANBAN_ATTACHMENT_MAX_BYTES:
+                    raise self._kb.AttachmentTooLarge(f"{path.stat().st_size} bytes")
+                self._kb.store_attachment_bytes(
+                    connection, task_id, path.name, path.read_bytes(), uploaded_by=AUTHOR,
+                    board=self.slug,
                 )
-            )
+            except (OSError, ValueError) as error:  # AttachmentTooLarge is a ValueError
+                log.warning("task %s: artifact %s not attached: %s", task_id, path, error)
 
     @staticmethod
     def _settled(
@@ -472,18 +562,18 @@ class HermesBoard:
             task_id = self._current_task(connection, run_id)
             if task_id is None:
                 return False
-            blocked = bool(
-                self._kb.block_task(
-                    connection,
-                    task_id,
-                    reason=reason,
-                    kind=rows.HERMES_KINDS[kind],
-                    expected_run_id=run_id,
+            with hermes_txn.one_transaction(self._kb, connection) as nested:
+                blocked = bool(
+                    self._kb.block_task(
+                        nested,
+                        task_id,
+                        reason=reason,
+                        kind=rows.HERMES_KINDS[kind],
+                        expected_run_id=run_id,
+                    )
                 )
-            )
-            if blocked and count_failure:
-                with self._kb.write_txn(connection):
-                    connection.execute(
+                if blocked and count_failure:
+                    nested.execute(
                         "UPDATE tasks SET consecutive_failures = consecutive_failures + 1, "
                         "last_failure_error = ? WHERE id = ?",
                         (reason[:500], task_id),
@@ -575,6 +665,11 @@ class HermesBoard:
         payload: dict[str, Any] = {"reason": reason, "outcome": outcome.value, "by": AUTHOR}
         if gave_up:
             payload["failures"] = failures
+            # A "blocked" event is what Hermes's recompute_ready honours as a block only
+            # 'hermes kanban unblock' lifts; without it Hermes would put the task back
+            # to ready whenever it has fewer failures than Hermes's own limit.
+            sticky = {"reason": error[:500], "kind": None, "by": AUTHOR}
+            self._kb._append_event(connection, task_id, "blocked", sticky, run_id=run_id)
         self._kb._append_event(
             connection, task_id, "gave_up" if gave_up else "reclaimed", payload, run_id=run_id
         )
@@ -607,17 +702,20 @@ class HermesBoard:
     # -- operator controls: Hermes's own dispatcher has them -----------------------
 
     def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
-        raise UsageError(UNCONTROLLED.format(what="stop", command=f"block {task_id}"))
+        instead = f"Use 'hermes kanban block {task_id}'"
+        raise UsageError(UNCONTROLLED.format(what="stop", instead=instead))
 
     def stop_request(self, run_id: int) -> StopRequest | None:
         """Never any: Hermes's schema has no place for a stop request lane-runner could read."""
         return None
 
     def pause(self, reason: str, by: str) -> BoardPause:
-        raise UsageError(UNCONTROLLED.format(what="pause", command="dispatch settings"))
+        instead = HERMES_DISPATCH.format(value="false")
+        raise UsageError(UNCONTROLLED.format(what="pause", instead=instead))
 
     def resume(self) -> bool:
-        raise UsageError(UNCONTROLLED.format(what="resume", command="dispatch settings"))
+        instead = HERMES_DISPATCH.format(value="true")
+        raise UsageError(UNCONTROLLED.format(what="resume", instead=instead))
 
     def paused(self) -> BoardPause | None:
         return None
@@ -626,20 +724,51 @@ class HermesBoard:
         """Nothing is held open between operations."""
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One ``complete_task`` call: the task, the run it is guarded on, what it records."""
+
+    task_id: str
+    run_id: int
+    result: str
+    summary: str
+    metadata: dict[str, Any]
+
+    def arguments(self) -> dict[str, Any]:
+        return {
+            "result": self.result,
+            "summary": self.summary,
+            "metadata": self.metadata,
+            "expected_run_id": self.run_id,
+        }
+
+
+def _placed(workspace: str | None, artifacts: list[str]) -> list[str]:
+    """The result's artifacts (relative to the workspace the run worked in, which the
+    task's ``workspace_path`` names) as Hermes takes them: absolute paths inside it."""
+    if not workspace:
+        return list(artifacts)
+    return [str(Path(workspace) / artifact) for artifact in artifacts]
+
+
 def _completion_metadata(
-    result: dict[str, Any], offered: dict[str, Any], run_id: int, digest: str | None
+    result: dict[str, Any],
+    artifacts: list[str],
+    offered: dict[str, Any],
+    run_id: int,
+    digest: str | None,
 ) -> dict[str, Any]:
     """What Hermes keeps on the completed run and hands the task's children.
 
-    The worker's changed files, tests, artifacts and findings at the top, where
-    Hermes's ``build_worker_context`` and notifiers look; lane-runner's own facts
-    (route, provider sessions, node, run and journal digest) under ``lane_runner``.
+    The worker's changed files, tests, artifacts (absolute) and findings at the top,
+    where Hermes's ``build_worker_context``, its scratch clean-up and its notifiers
+    look; lane-runner's own facts (route, provider sessions, node, run and journal
+    digest) under ``lane_runner``.
     """
     metadata: dict[str, Any] = {
-        key: result[key]
-        for key in ("changed_files", "tests_run", "artifacts", "findings")
-        if key in result
+        key: result[key] for key in ("changed_files", "tests_run", "findings") if key in result
     }
+    metadata["artifacts"] = artifacts
     metadata[rows.MARK] = {**offered, "run_id": run_id, "journal_digest": digest}
     storable: dict[str, Any] = json.loads(json.dumps(metadata, default=str))
     return storable

@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 from types import ModuleType
 
+from lane_runner.board import hermes_files, hermes_txn
 from lane_runner.errors import LaneRunnerError, UsageError
 
 log = logging.getLogger(__name__)
@@ -43,10 +44,20 @@ API: dict[str, tuple[str, ...]] = {
     "add_comment": (),
     "build_worker_context": (),
     "resolve_workspace": ("board",),
+    "_resolve_worktree_workspace": ("board",),
+    "_repo_root_for_worktree_target": (),
+    "read_board_metadata": (),
+    "store_attachment_bytes": ("uploaded_by", "board"),
+    "worker_log_path": ("board",),
+    "_rotate_worker_log": (),
     "set_workspace_path": (),
     "set_branch_name": (),
     "_end_run": ("outcome", "status", "error", "metadata"),
     "_append_event": ("run_id",),
+    # Replaced in this process by hermes_files.install: they close descriptors of the database.
+    **{name: () for name in hermes_files.REPLACED},
+    # Deferred by hermes_txn.install until one_transaction commits.
+    hermes_txn.HOOK: (),
 }
 #: Columns the backend reads or guards on; a database without them is from another Hermes.
 COLUMNS: dict[str, frozenset[str]] = {
@@ -114,6 +125,8 @@ def kanban() -> ModuleType:
         ) from error
     check_version(installed_version())
     check_api(module)
+    hermes_files.install(module)
+    hermes_txn.install(module)
     return module
 
 

@@ -9,6 +9,12 @@ watch looks at every board's ``PRAGMA data_version``, which changes once another
 connection's commit is visible, for up to ``SETTLE_LOOKS`` short delays. Writes to
 other files there (logs, board.json) change no version and wake nobody. Where
 inotify is unavailable ``DirectoryWatch`` degrades to short sleeps.
+
+The readers stay open for the daemon's life, so each holds SQLite's shared lock on its
+board: while the daemon runs, no other process finds the database unused and deletes
+its ``-wal`` and ``-shm`` (docs/ARCHITECTURE.md §5, coexistence). A reader whose file
+was replaced or removed is closed and opened again on the file the path names now
+(``fileconn``), never read on: a replaced board is a changed one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from lane_runner.board.fileconn import FileConnection
 from lane_runner.board.hermes_home import board_db
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 
@@ -26,7 +33,13 @@ log = logging.getLogger(__name__)
 
 #: After a write is seen, how long SQLite may take to publish the commit (fsync included).
 SETTLE_LOOKS = 40
-Stamp = tuple[tuple[str, ...], tuple[int | None, ...]]
+Stamp = tuple[tuple[str, ...], tuple[tuple[int, int, int] | None, ...]]
+
+
+def _reader(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(
+        f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=0.1
+    )
 
 
 class HermesWatch:
@@ -41,19 +54,28 @@ class HermesWatch:
         self._home = home
         self._slugs = slugs
         self._lock = threading.Lock()
-        self._readers: dict[str, sqlite3.Connection] = {}
+        self._readers: dict[str, FileConnection] = {}
         self._stamp = self._take()
         self._watch: DirectoryWatch | None = None
 
-    def _version(self, slug: str) -> int | None:
-        """The board's ``data_version`` (None while it cannot be read: it is skipped)."""
+    def _version(self, slug: str) -> tuple[int, int, int] | None:
+        """The board's file and ``data_version`` (None while it cannot be read: skipped).
+
+        The file's identity is part of the answer: a reader opened anew on a replaced
+        file starts its own count, which may equal the old reader's last one.
+        """
+        path = board_db(self._home, slug)
         try:
             reader = self._readers.get(slug)
+            if reader is not None and not reader.is_current(path):
+                log.warning("Hermes board %s: %s was replaced or removed; reopening it", slug, path)
+                self._readers.pop(slug).close()
+                reader = None
             if reader is None:
-                uri = f"{board_db(self._home, slug).as_uri()}?mode=ro"
-                reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=0.1)
+                reader = FileConnection(path, _reader)
                 self._readers[slug] = reader
-            return int(reader.execute("PRAGMA data_version").fetchone()[0])
+            version = int(reader.connection.execute("PRAGMA data_version").fetchone()[0])
+            return (*reader.identity, version)
         except sqlite3.Error as error:
             log.debug("Hermes board %s not watchable now: %s", slug, error)
             dropped = self._readers.pop(slug, None)

@@ -16,6 +16,12 @@ writers anyway, and one connection per board keeps the number of open files
 bounded however many worker threads the daemon runs. A second, read-only
 connection watches ``PRAGMA data_version``, which changes on every commit made by
 any other connection, including this process's own operation connection.
+
+Both connections stay open, so each is checked before use against the file the
+path names now (``fileconn``): a board removed and made again under a running
+daemon is opened anew (and migrated), a removed one is unavailable, and neither
+is ever written through the old file. Connections open with ``mode=rw``: a board
+file is made only by ``create_board``, never by opening a missing one.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import TypeVar
 from lane_runner import files
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.fileconn import FileConnection, Identity
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 from lane_runner.board.model import BlockKind, Outcome, Status
 from lane_runner.board.sql import (
@@ -160,11 +167,29 @@ def _is_busy(error: Exception) -> bool:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection = sqlite3.connect(
+        f"{path.absolute().as_uri()}?mode=rw",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+    )
     connection.row_factory = sqlite3.Row
     connection.execute("PRAGMA foreign_keys = ON")
     connection.execute("PRAGMA synchronous = FULL")
     return connection
+
+
+def _run(connection: sqlite3.Connection, work: Work[T], begin: str) -> T:
+    """``work`` between ``begin`` and ``COMMIT``; rolled back if anything raises."""
+    try:
+        connection.execute(begin)
+        value = work(connection)
+        connection.execute("COMMIT")
+        return value
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 class SqliteFile:
@@ -180,17 +205,11 @@ class SqliteFile:
         self._budget = budget
         self._lock = threading.Lock()
         self._watch_lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._watch: sqlite3.Connection | None = None
+        self._closed = False
+        self._conn: FileConnection | None = None
+        self._watch: FileConnection | None = None
         try:
-            try:
-                self._conn = _connect(path)
-                # Persistent in the file; a no-op once set. Outside any transaction.
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                self._watch = _connect(path)
-            except sqlite3.Error as error:
-                raise self._unavailable(error) from error
-            self.transaction(self._migrate, write=True)
+            self.transaction(lambda connection: None, write=True)  # opens and migrates
             self._seen_version = self.data_version()
         except BaseException:
             self.close()
@@ -230,21 +249,34 @@ class SqliteFile:
         if not self._lock.acquire(timeout=remaining):
             raise HeldInThisProcess(f"another thread held board {self.slug!r} for {remaining:.2f}s")
         try:
-            connection = self._conn
-            if connection is None:
-                raise sqlite3.ProgrammingError("board is closed")
+            connection = self._connection(remaining)
             connection.execute(f"PRAGMA busy_timeout = {int(remaining * 1000)}")
-            try:
-                connection.execute(begin)
-                value = work(connection)
-                connection.execute("COMMIT")
-                return value
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
+            return _run(connection, work, begin)
         finally:
             self._lock.release()
+
+    def _connection(self, remaining: float) -> sqlite3.Connection:
+        """The board's connection, on the file the path names now (opened and migrated anew
+        after a replacement). Called with ``_lock`` held."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("board is closed")
+        if self._conn is not None and self._conn.is_current(self._path):
+            return self._conn.connection
+        if self._conn is not None:
+            log.warning("board %s: %s was replaced or removed; reopening it", self.slug, self._path)
+            self._conn.close()
+            self._conn = None
+        opened = FileConnection(self._path, _connect)
+        try:
+            opened.connection.execute(f"PRAGMA busy_timeout = {int(remaining * 1000)}")
+            # Persistent in the file; a no-op once set. Outside any transaction.
+            opened.connection.execute("PRAGMA journal_mode = WAL")
+            _run(opened.connection, self._migrate, "BEGIN IMMEDIATE")
+        except BaseException:
+            opened.close()
+            raise
+        self._conn = opened
+        return opened.connection
 
     def lock_board(self, connection: Connection, *, new_run: bool = False) -> BoardLock:
         """Nothing to take: ``BEGIN IMMEDIATE`` took the file's write lock. The time is the
@@ -275,13 +307,23 @@ class SqliteFile:
 
     # -- change detection ------------------------------------------------------
 
-    def data_version(self) -> int:
-        """A number that differs after any commit to this board by any connection."""
+    def data_version(self) -> tuple[Identity, int]:
+        """The board's file and a number that differs after any commit to it by anyone.
+
+        The file is part of it: a watch opened anew on a replaced file starts its own
+        count, which may equal the old one's.
+        """
         try:
             with self._watch_lock:
-                if self._watch is None:
+                if self._closed:
                     raise sqlite3.ProgrammingError("board is closed")
-                return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
+                if self._watch is not None and not self._watch.is_current(self._path):
+                    self._watch.close()
+                    self._watch = None
+                if self._watch is None:
+                    self._watch = FileConnection(self._path, _connect)
+                version = self._watch.connection.execute("PRAGMA data_version").fetchone()[0]
+                return self._watch.identity, int(version)
         except sqlite3.Error as error:
             raise self._unavailable(error) from error
 
@@ -294,9 +336,10 @@ class SqliteFile:
         return True
 
     def close(self) -> None:
-        for connection in (self._conn, self._watch):
-            if connection is not None:
-                connection.close()
+        self._closed = True
+        for opened in (self._conn, self._watch):
+            if opened is not None:
+                opened.close()
         self._conn = self._watch = None
 
 

@@ -313,15 +313,34 @@ class RunExecutor:
     def _workspace(self) -> workspace.Workspace:
         """The hosting board's workspace for the task (Hermes's kinds), else our git worktree."""
         if isinstance(self.board, HostedBoard):
-            return workspace.Workspace(self.board.prepare_workspace(self.task.id))
+            return self._hosted_workspace(self.board)
+        return self._own_worktree(self.task.workspace)
+
+    def _own_worktree(self, repository: str | None) -> workspace.Workspace:
         return workspace.prepare(
-            self.task.workspace,
+            repository,
             self.s.home.worktree(self.task.board, self.task.id),
             workspace.branch_name(self.task.board, self.task.id),
             owner=self.s.cfg.worker_user,
             run=self.run.id,
             is_current=self._run_is_current,
         )
+
+    def _hosted_workspace(self, board: HostedBoard) -> workspace.Workspace:
+        """The host's workspace; a repository's is this runner's own worktree of it, worked
+        in at the same place (docs/ARCHITECTURE.md §5), and the host is told where."""
+        board.link_worker_log(self.task.id, self.s.home.log_file(self.task.board, self.task.id))
+        hosted = board.prepare_workspace(self.task.id, workspace.creating)
+        owner = self.s.cfg.worker_user
+        top = workspace.repository_of(hosted.path, owner) if hosted.shared else None
+        if top is None:
+            return workspace.Workspace(hosted.path)
+        own = self._own_worktree(str(top))
+        inside = own.path / hosted.path.resolve().relative_to(top.resolve())
+        if not inside.is_dir():  # a directory git does not track is not in the worktree
+            inside = own.path
+        self._guarded(board.record_workspace, self.task.id, inside)
+        return workspace.Workspace(inside, own.taken_over_from)
 
     def _context(self) -> str:
         if isinstance(self.board, HostedBoard):

@@ -45,6 +45,12 @@ _REPOSITORY_LOCKS: dict[Path, threading.Lock] = {}
 _REPOSITORY_LOCKS_GUARD = threading.Lock()
 
 
+def creating(repository: Path) -> contextlib.AbstractContextManager[object]:
+    """Held while a worktree of ``repository`` is made, by ``prepare`` or by a host's own
+    code (Hermes's ``worktree`` kind): git's worktree metadata is the repository's."""
+    return _ONE_THREAD_AT_A_TIME
+
+
 class WorkspaceError(LaneRunnerError):
     """The task has no usable git workspace; the message says how to give it one."""
 
@@ -114,6 +120,20 @@ def git_accepts(name: str) -> bool:
 def _toplevel(path: Path, owner: str | None) -> Path | None:
     result = _git("rev-parse", "--show-toplevel", cwd=path, owner=owner)
     return Path(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def repository_of(directory: Path, owner: str | None = None) -> Path | None:
+    """The top of the git repository ``directory`` is in, as ``owner``'s git sees it; None
+    outside any. A repository git refuses to ``owner`` (another user's) is a
+    ``WorkspaceError`` saying how to fix it, never taken for a plain directory."""
+    if not directory.is_dir():
+        return None
+    found = _git("rev-parse", "--show-toplevel", cwd=directory, owner=owner)
+    if found.returncode == 0:
+        return Path(found.stdout.strip())
+    if DUBIOUS_OWNERSHIP in found.stderr:
+        raise _not_a_repository(directory, owner)
+    return None
 
 
 def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:

@@ -130,6 +130,48 @@ def test_board_corrupted_while_open_becomes_unavailable(
         reopened.close()
 
 
+def remove_board(path: Path) -> None:
+    """``rm boards/<slug>.db*``, as an operator would, while the store stays open."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        path.with_name(name).unlink(missing_ok=True)
+
+
+def test_a_board_removed_and_made_again_is_served_from_its_new_file(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    board = store.create_board("main")
+    board.add_task(NewTask(title="in the old file", id="old"))
+    store.wait_for_change(0)
+    remove_board(tmp_path / "boards" / "main.db")
+    other = SqliteStore(tmp_path / "boards")
+    try:
+        other.create_board("main").add_task(NewTask(title="in the new file", id="new"))
+    finally:
+        other.close()
+    assert store.wait_for_change(0)  # the new file is a change, whatever its count says
+    assert [task.id for task in board.list_tasks()] == ["new"]
+    claimed = board.claim("n", 60, "cli-auto")
+    assert claimed is not None and claimed.task.id == "new"
+    reader = raw(tmp_path / "boards" / "main.db")
+    assert reader.execute("SELECT status FROM tasks").fetchall() == [("running",)]
+    reader.close()
+
+
+def test_a_removed_board_is_unavailable_and_never_made_again_by_opening_it(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    board = store.create_board("main")
+    board.add_task(NewTask(title="t"))
+    path = tmp_path / "boards" / "main.db"
+    remove_board(path)
+    with pytest.raises(BoardUnavailable, match="main"):
+        board.list_tasks()
+    with pytest.raises(BoardUnavailable, match="main"):
+        board.add_task(NewTask(title="written nowhere"))
+    assert not path.exists()
+    assert store.board_slugs() == []
+
+
 def test_busy_board_is_retried_within_the_budget(store: SqliteStore, tmp_path: Path) -> None:
     """A writer holding the lock briefly delays a claim; one that never lets go fails it."""
     board = store.create_board("main")

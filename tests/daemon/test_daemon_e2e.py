@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 
 import orjson
 import pytest
@@ -47,6 +48,24 @@ def test_fifty_tasks_at_concurrency_four_are_each_done_exactly_once(lane: Lane) 
     }
     assert providers == {"codex", "claude"}
     assert lane.live_workers() == []
+
+
+def test_a_board_removed_and_made_again_under_the_daemon_is_served_again(lane: Lane) -> None:
+    daemon = lane.start()
+    first = lane.add("before")
+    lane.wait(lambda: lane.board.get_task(first.id).status is Status.DONE, what="the first task")
+    path = lane.home.board_file(BOARD)
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        path.with_name(name).unlink(missing_ok=True)
+    made = lane.cli("board", "create", BOARD)
+    assert made.returncode == 0, made.stderr
+    second = lane.add("after")
+    lane.wait(lambda: lane.board.get_task(second.id).status is Status.DONE, what="the new board")
+    with closing(sqlite3.connect(path)) as on_disk:  # the file the path names, not a store's
+        assert on_disk.execute("SELECT id, status FROM tasks").fetchall() == [(second.id, "done")]
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+    assert "replaced or removed" in (lane.root / "daemon.log").read_text()
 
 
 def test_chaos_twenty_kill_9s_during_a_hundred_tasks(lane: Lane) -> None:

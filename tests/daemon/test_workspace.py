@@ -239,6 +239,11 @@ def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
         assert f"detected dubious ownership in repository at '{source}'" in said
         assert f"chown -R nobody {source}" in said and "safe.directory" in said
         assert "git init" not in said and not worktree.exists()
+        # A host's directory (Hermes's dir:) in it is not taken for a plain directory.
+        with pytest.raises(workspace.WorkspaceError, match="dubious ownership"):
+            workspace.repository_of(source, owner="nobody")
+        assert workspace.repository_of(source) == source
+        assert workspace.repository_of(base) is None
     finally:
         shutil.rmtree(base)
 

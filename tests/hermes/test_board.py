@@ -8,21 +8,24 @@ and lane-runner refuses those commands there.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.base import BoardUnavailable, HostWorkspace
 from lane_runner.board.hermes import HermesBoard, HermesStore
 from lane_runner.board.model import BlockKind, CompleteOutcome, NewTask, Outcome, Status
 from lane_runner.errors import NotFound, UsageError
-from tests.hermes.conftest import HermesHome
+from tests.hermes.conftest import HERMES, HermesHome, repository
 
 NODE = "node-a"
 RESULT = {
@@ -114,6 +117,75 @@ def test_stops_and_pauses_are_left_to_hermes(hermes_store: HermesStore) -> None:
             attempt()
     assert (b.stop_request(claimed.run.id), b.paused()) == (None, None)
     assert b.get_task(task_id).status is Status.RUNNING
+
+
+def hermes_help(home: HermesHome, words: list[str], seen: dict[str, str]) -> str:
+    """``hermes WORDS --help`` (each asked once: Hermes takes a second to start)."""
+    key = " ".join(words)
+    if key not in seen:
+        done = subprocess.run(
+            [HERMES, *words, "--help"], env=home.environ(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"'hermes {key}' does not exist: {done.stderr}"
+        seen[key] = done.stdout
+    return seen[key]
+
+
+def check_command(home: HermesHome, command: str, seen: dict[str, str]) -> None:
+    """``command`` (a hint's ``hermes ...``) names subcommands the installed Hermes has.
+
+    Walks argparse's help: at each level the next word must be one of the listed
+    subcommands; options are skipped with their value; words left over must be
+    positional arguments of the last level, which must take some.
+    """
+    words = command.split()[1:]
+    path: list[str] = []
+    while words:
+        text = hermes_help(home, path, seen)
+        word = words.pop(0)
+        if word.startswith("-"):
+            assert re.search(rf"^\s+{re.escape(word)}\b", text, re.MULTILINE), word
+            if re.search(rf"^\s+{re.escape(word)} [^\s,]", text, re.MULTILINE):
+                words.pop(0)  # its value
+            continue
+        listed = re.search(r"positional arguments:\n\s+\{([\w,-]+)\}", text)
+        if listed is None:
+            assert "positional arguments:" in text, f"'hermes {' '.join(path)}' takes no {word!r}"
+            return
+        assert word in listed.group(1).split(","), f"no 'hermes {' '.join(path)} {word}'"
+        path.append(word)
+    hermes_help(home, path, seen)
+
+
+def test_every_hint_names_a_command_the_installed_hermes_has(
+    hermes_home: HermesHome, hermes_store: HermesStore
+) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    refusals: list[Callable[[], object]] = [
+        lambda: b.add_task(NewTask(title="x")),
+        lambda: b.unblock(task_id),
+        lambda: b.archive(task_id),
+        lambda: b.request_stop(task_id, "why", requeue=False),
+        lambda: b.pause("why", "ops"),
+        b.resume,
+        lambda: hermes_store.create_board("x"),
+        lambda: hermes_store.board("absent"),
+        lambda: HermesStore(f"hermes://{hermes_home.path}/absent"),
+        lambda: HermesStore(f"hermes://{hermes_home.path / 'kanban'}"),
+    ]
+    hermes_home.hermes("boards", "create", "broken")
+    (hermes_home.path / "kanban" / "boards" / "broken" / "kanban.db").write_bytes(b"no" * 100)
+    refusals.append(lambda: hermes_store.board("broken").claim(NODE, 60, ""))
+    commands = []
+    for refusal in refusals:
+        with pytest.raises((UsageError, NotFound, BoardUnavailable)) as raised:
+            refusal()
+        commands += re.findall(r"'(?:\S+=\S+ )*(hermes [^']+)'", str(raised.value))
+    assert len(commands) >= len(refusals)
+    seen: dict[str, str] = {}
+    for command in dict.fromkeys(commands):
+        check_command(hermes_home, command, seen)
 
 
 # -- claims ------------------------------------------------------------------------
@@ -271,6 +343,96 @@ def test_block_keeps_the_workers_words_and_kind(
     assert not b.heartbeat(claimed.run.id, 60)
 
 
+class Crash(Exception):
+    """The daemon dying between two Hermes calls of one transition."""
+
+
+def crash_after(monkeypatch: pytest.MonkeyPatch, b: HermesBoard, call: str) -> None:
+    """Hermes's ``call`` does its work, then the process "dies" before anything else."""
+    real = getattr(b._kb, call)
+
+    def then_crash(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise Crash(call)
+
+    monkeypatch.setattr(b._kb, call, then_crash)
+
+
+def test_claiming_an_unassigned_task_is_one_transaction(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_id = add(hermes_store, "no assignee")
+    b = board(hermes_store)
+    with monkeypatch.context() as patch:
+        crash_after(patch, b, "assign_task")
+        with pytest.raises(Crash):
+            b.claim(NODE, 60, "cli-auto")
+    (row,) = hermes(hermes_store, "SELECT assignee, status FROM tasks WHERE id = ?", task_id)
+    assert tuple(row) == (None, "ready")  # not left in the default lane, unclaimed
+    assert "assigned" not in [e.kind for e in b.events(task_id)]
+    claimed = b.claim(NODE, 60, "cli-auto")
+    assert claimed is not None and claimed.task.assignee == "cli-auto"
+    kinds = [e.kind for e in b.events(task_id)]
+    assert kinds[kinds.index("assigned") :] == ["assigned", "claimed"]
+
+
+def test_a_counted_block_is_one_transaction(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_id = add(hermes_store, "t", assignee="cli-auto")
+    b = board(hermes_store)
+    claimed = b.claim(NODE, 60, "")
+    assert claimed is not None
+    with monkeypatch.context() as patch:
+        crash_after(patch, b, "block_task")
+        with pytest.raises(Crash):
+            b.block(claimed.run.id, "tests fail", BlockKind.CAPABILITY)
+    task = b.get_task(task_id)
+    assert (task.status, task.failure_count) == (Status.RUNNING, 0)  # not blocked, uncounted
+    assert b.block(claimed.run.id, "tests fail", BlockKind.CAPABILITY)
+    task = b.get_task(task_id)
+    assert (task.status, task.failure_count) == (Status.BLOCKED, 1)
+
+
+def test_hermes_s_hooks_see_the_transition_committed(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hermes fires its plugins' hooks after its commit; inside one of ours, after ours."""
+    from hermes_cli import plugins
+
+    task_id = add(hermes_store, "no assignee")
+    seen: list[tuple[str, str]] = []
+
+    def hook(event: str, **fields: Any) -> None:
+        (row,) = hermes(hermes_store, "SELECT status FROM tasks WHERE id = ?", task_id)
+        seen.append((event, row["status"]))
+
+    monkeypatch.setattr(plugins, "invoke_hook", hook)
+    claimed = board(hermes_store).claim(NODE, 60, "cli-auto")
+    assert claimed is not None
+    assert seen == [("kanban_task_claimed", "running")]
+
+
+def test_a_task_lane_runner_gave_up_on_stays_blocked_when_hermes_recomputes(
+    hermes_home: HermesHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERMES_KANBAN_HOME", str(hermes_home.path))
+    store = HermesStore(f"hermes://{hermes_home.path}", failure_limit=1)
+    try:
+        task_id = add(store, "t", assignee="cli-auto")
+        b = board(store)
+        claimed = b.claim(NODE, 60, "")
+        assert claimed is not None
+        assert b.reclaim(claimed.run.id, "crashed", Outcome.FAILED, count_failure=True)
+        assert b.get_task(task_id).block_kind is BlockKind.GAVE_UP
+        hermes_home.hermes("dispatch")  # Hermes's limit is 2 failures: this one has 1
+        assert b.get_task(task_id).status is Status.BLOCKED
+        hermes_home.hermes("unblock", task_id)  # a human's decision lifts it
+        assert b.get_task(task_id).status is Status.READY
+    finally:
+        store.close()
+
+
 def test_reclaim_with_cooldown_waits_before_the_next_claim(hermes_store: HermesStore) -> None:
     task_id = add(hermes_store, "t", assignee="cli-auto")
     b = board(hermes_store)
@@ -285,6 +447,38 @@ def test_reclaim_with_cooldown_waits_before_the_next_claim(hermes_store: HermesS
         hermes_store, "SELECT status, outcome FROM task_runs WHERE task_id = ?", task_id
     )
     assert tuple(row) == ("reclaimed", "reclaimed")
+
+
+def statements_of_a_claim(hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many statements one claim sweep runs (SQLite's own trace of the connection)."""
+    b = board(hermes_store)
+    traced: list[str] = []
+    connect = b._kb.connect
+
+    def tracing(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection: sqlite3.Connection = connect(*args, **kwargs)
+        connection.set_trace_callback(traced.append)
+        return connection
+
+    with monkeypatch.context() as patch:
+        patch.setattr(b._kb, "connect", tracing)
+        assert b.claim(NODE, 60, "") is None
+    return len(traced)
+
+
+def test_cooling_tasks_cost_a_sweep_one_query_however_many_there_are(
+    hermes_store: HermesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = board(hermes_store)
+    counts = []
+    for cooling in (2, 10):
+        while len(b.list_tasks(Status.READY)) < cooling:
+            add(hermes_store, "t", assignee="cli-auto")
+            claimed = b.claim(NODE, 60, "")
+            assert claimed is not None
+            b.reclaim(claimed.run.id, "capacity: busy", Outcome.RECLAIMED, cooldown=3600)
+        counts.append(statements_of_a_claim(hermes_store, monkeypatch))
+    assert counts[0] == counts[1]
 
 
 def test_counted_failures_give_up_at_the_tasks_max_retries(hermes_store: HermesStore) -> None:
@@ -330,15 +524,13 @@ def test_open_runs_are_only_the_cli_lanes(hermes_store: HermesStore) -> None:
 def test_workspaces_of_each_kind_are_made_and_written_back(
     hermes_home: HermesHome, hermes_store: HermesStore, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args], cwd=repo, check=True
-        )
+    repo = repository(tmp_path / "repo")
     folder = tmp_path / "folder"
     ids = {
         "dir": hermes_home.create("d", "--assignee", "cli-auto", "--workspace", f"dir:{folder}"),
+        "dir-repo": hermes_home.create(
+            "r", "--assignee", "cli-auto", "--workspace", f"dir:{repo}"
+        ),
         "worktree": hermes_home.create(
             "w",
             "--assignee",
@@ -352,19 +544,49 @@ def test_workspaces_of_each_kind_are_made_and_written_back(
         "scratch": hermes_home.create("s", "--assignee", "cli-auto"),
     }
     b = board(hermes_store)
-    assert b.prepare_workspace(ids["dir"]) == folder and folder.is_dir()
-    worktree = b.prepare_workspace(ids["worktree"])
+    locked: list[Path] = []
+
+    @contextlib.contextmanager
+    def creating(repository: Path) -> Iterator[None]:
+        locked.append(repository)
+        yield
+
+    assert b.prepare_workspace(ids["dir"], creating) == HostWorkspace(folder, shared=True)
+    assert folder.is_dir()
+    assert b.prepare_workspace(ids["dir-repo"], creating) == HostWorkspace(repo, shared=True)
+    assert not (repo / ".worktrees").exists()  # a repository's is the runner's to make
+    worktree = b.prepare_workspace(ids["worktree"], creating).path
     assert worktree == repo / ".worktrees" / ids["worktree"] and (worktree / ".git").exists()
-    scratch = b.prepare_workspace(ids["scratch"])
+    assert locked == [repo]  # Hermes made its worktree under the runner's creation lock
+    scratch = b.prepare_workspace(ids["scratch"], creating).path
     assert scratch.is_dir() and hermes_home.path in scratch.parents
+    b.record_workspace(ids["dir-repo"], tmp_path / "elsewhere")
     rows = {r["id"]: r for r in hermes(hermes_store, "SELECT * FROM tasks")}
     assert rows[ids["worktree"]]["workspace_path"] == str(worktree)
     assert rows[ids["worktree"]]["branch_name"] == f"wt/{ids['worktree']}"
     assert rows[ids["scratch"]]["workspace_path"] == str(scratch)
+    assert rows[ids["dir-repo"]]["workspace_path"] == str(tmp_path / "elsewhere")
     assert b.get_task(ids["worktree"]).goal_turns == 3
     assert b.get_task(ids["dir"]).goal_turns == 1
     context = b.worker_context(ids["worktree"])
     assert context.startswith(f"# Kanban task {ids['worktree']}: w")
+
+
+def test_the_provider_log_is_where_hermes_looks_for_a_workers_log(
+    hermes_home: HermesHome, hermes_store: HermesStore, tmp_path: Path
+) -> None:
+    task_id = hermes_home.create("t", "--assignee", "cli-auto")
+    b = board(hermes_store)
+    theirs = hermes_home.path / "kanban" / "logs" / f"{task_id}.log"
+    theirs.parent.mkdir(parents=True, exist_ok=True)
+    theirs.write_text("a Hermes worker was here\n")  # an earlier run of a Hermes profile
+    ours = tmp_path / "logs" / "default" / f"{task_id}.log"
+    ours.parent.mkdir(parents=True)
+    ours.write_text("codex said this\n")
+    b.link_worker_log(task_id, ours)
+    b.link_worker_log(task_id, ours)  # again, at the next run: nothing changes
+    assert hermes_home.hermes("log", task_id) == "codex said this\n"
+    assert theirs.with_name(f"{task_id}.log.1").read_text() == "a Hermes worker was here\n"
 
 
 # -- bad input ---------------------------------------------------------------------

@@ -6,68 +6,15 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
 import time
-from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 from journal import Journal
-from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
-from tests.harness import FAST_CONFIG, Runner, git
-from tests.hermes.conftest import HermesHome, make_home
+from tests.hermes.conftest import HermesLane, repository
 
 UNFINISHED = {"pending", "prepared", "staging"}
-
-
-@dataclass
-class HermesLane(Runner):
-    """A lane-runner home whose board_url is a Hermes home made by ``hermes kanban init``."""
-
-    root: Path
-    hermes: HermesHome
-    config: dict[str, object] = field(default_factory=lambda: dict(FAST_CONFIG))
-    daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.home = Home(self.root)
-        self.home.ensure()
-        self.control = self.root / "sim-control.json"
-        self.control.write_text("{}")
-        self.write_config(board_url=f"hermes://{self.hermes.path}")
-
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        process = self.spawn(*args)
-        self.daemons.append(process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in self.daemons:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait()
-
-
-@pytest.fixture
-def hermes_lane(tmp_path: Path) -> Iterator[HermesLane]:
-    lane = HermesLane(tmp_path / "runner", make_home(tmp_path / "h"))
-    yield lane
-    lane.stop_all()
-    for pid in find_workers(lane.home.node_id()):
-        subprocess.run(["kill", "-9", str(pid)], check=False)
-
-
-def repository(path: Path) -> Path:
-    path.mkdir()
-    git("init", "-q", "-b", "main", cwd=path)
-    (path / "README").write_text("x\n")
-    git("add", ".", cwd=path)
-    git("commit", "-qm", "init", cwd=path)
-    return path
 
 
 def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
