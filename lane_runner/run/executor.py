@@ -330,8 +330,10 @@ class RunExecutor:
         """The host's workspace; a repository's is this runner's own worktree of it, worked
         in at the same place (docs/ARCHITECTURE.md §5), and the host is told where."""
         board.link_worker_log(self.task.id, self.s.home.log_file(self.task.board, self.task.id))
-        hosted = board.prepare_workspace(self.task.id, workspace.creating)
         owner = self.s.cfg.worker_user
+        hosted = board.prepare_workspace(
+            self.task.id, lambda repository: workspace.creating(repository, owner)
+        )
         top = workspace.repository_of(hosted.path, owner) if hosted.shared else None
         if top is None:
             return workspace.Workspace(hosted.path)

@@ -45,10 +45,11 @@ _REPOSITORY_LOCKS: dict[Path, threading.Lock] = {}
 _REPOSITORY_LOCKS_GUARD = threading.Lock()
 
 
-def creating(repository: Path) -> contextlib.AbstractContextManager[object]:
+def creating(repository: Path, owner: str | None = None) -> threading.Lock:
     """Held while a worktree of ``repository`` is made, by ``prepare`` or by a host's own
     code (Hermes's ``worktree`` kind): git's worktree metadata is the repository's."""
-    return _ONE_THREAD_AT_A_TIME
+    located = _locate(repository, owner) if repository.is_dir() else None
+    return _repository_lock(located.common if located else repository.resolve())
 
 
 class WorkspaceError(LaneRunnerError):
