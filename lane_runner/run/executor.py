@@ -287,7 +287,7 @@ class RunExecutor:
             decision.step.value,
         )
         if decision.step is decide.Step.COOLDOWN:
-            return self._cooldown(decision.reason, "routing")
+            return self._cooldown(decision.reason, f"router {error.cause.value}")
         if decision.step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
@@ -713,12 +713,14 @@ class RunExecutor:
         if self.turn_begun:
             self.state.goal_turn -= 1
         self._save_state_if_possible()
-        waits = _recent_capacity_waits(self.board.runs(self.task.id))
-        seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        # The wait doubles with each cooldown in a row, whatever its cause.
+        seconds = rules.cooldown(
+            self.state.cooldowns, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max
+        )
         self._guarded(
             self.board.reclaim,
             self.run.id,
-            f"capacity: {reason}",
+            f"{cause}: {reason}",  # the run says why it waits: capacity, router unreachable
             Outcome.RECLAIMED,
             count_failure=False,
             cooldown=seconds,
@@ -767,15 +769,3 @@ def _storable(attempt: Attempt) -> Attempt:
 def _home_of(user: str | None) -> Path | None:
     """The worker user's own home: its CLI credentials live there, not in the runner's."""
     return Path(pwd.getpwnam(user).pw_dir) if user else None
-
-
-def _recent_capacity_waits(runs: list[Run]) -> int:
-    """How many of the task's latest runs in a row ended waiting for capacity."""
-    waits = 0
-    for run in sorted(runs, key=lambda r: r.id, reverse=True):
-        if run.outcome is None:
-            continue
-        if run.outcome is not Outcome.RECLAIMED or not (run.reason or "").startswith("capacity:"):
-            break
-        waits += 1
-    return waits

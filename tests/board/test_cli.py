@@ -146,7 +146,7 @@ def test_bad_input_writes_nothing(cli: Cli, tmp_path: Path) -> None:
         ("256 KiB", (*add, "--body-file", str(big))),
         ("invalid assignee", (*add, "--assignee", "cli-gpt-high")),
         ("already exists", (*add, "--id", "t")),
-        ("goal turns", (*add, "--goal-turns", "0")),
+        ("--goal-turns", (*add, "--goal-turns", "0")),
         ("no task", ("task", "show", "--board", "main", "nope")),
         ("no board", ("task", "show", "--board", "nope", "t")),
         ("invalid board 'a b'", ("board", "create", "a b")),

@@ -5,19 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import closing, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
-from lane_runner.board.rules import MAX_BODY_BYTES
+from lane_runner.board.rules import MAX_BODY_BYTES, MAX_RETRIES
 from lane_runner.cli import dryrun
+from lane_runner.cli.arguments import seconds, whole
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
-from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.errors import LaneRunnerError, NotFound, UsageError
 
 STOP_POLL = 0.2
 
@@ -41,11 +45,11 @@ def register(subparsers: Any) -> None:
     add.add_argument("--workspace", help="the git repository the task works in")
     add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
     add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
-    add.add_argument("--max-runtime", type=float, help="seconds per run (default: config)")
-    add.add_argument("--goal-turns", type=int, default=1, help="turns before giving up (1)")
+    add.add_argument("--max-runtime", type=seconds, help="seconds per run (default: config)")
+    add.add_argument("--goal-turns", type=whole(1), default=1, help="turns before giving up (1)")
     add.add_argument(
         "--max-retries",
-        type=int,
+        type=whole(0, MAX_RETRIES),
         help="counted failures retried before the task is blocked (default: failure_limit - 1)",
     )
     add_json_flag(add)
@@ -72,7 +76,9 @@ def register(subparsers: Any) -> None:
     unblock.set_defaults(handler=unblock_task)
 
     route = commands.add_parser(
-        "route", help="claim nothing: print where the task would run, with which argv"
+        "route",
+        help="claim nothing: print where the task would run, with which argv "
+        "(exit 1 when it cannot be routed)",
     )
     _task_target(route)
     route.set_defaults(handler=route_task)
@@ -86,7 +92,7 @@ def register(subparsers: Any) -> None:
         "--requeue", action="store_true", help="back to ready instead of blocked"
     )
     stop.add_argument("--wait", action="store_true", help="return once the run has ended")
-    stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    stop.add_argument("--timeout", type=seconds, help="with --wait: give up after this many s")
     stop.set_defaults(handler=stop_task)
 
     archive = commands.add_parser("archive", help="archive a task that is not running")
@@ -96,12 +102,46 @@ def register(subparsers: Any) -> None:
 
 def _task_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="the task id")
-    parser.add_argument("--board", required=True)
+    parser.add_argument("--board", help="the task's board (needed only when several hold its id)")
     add_json_flag(parser)
 
 
 def _store(args: argparse.Namespace) -> Store:
     return open_store(load_config(args))
+
+
+def board_of(store: Store, task_id: str, slug: str | None) -> str:
+    """The board ``--board`` names, else the one board of the home that holds ``task_id``.
+
+    NotFound when none does (naming boards that could not be read, where it might be),
+    UsageError naming the boards when several do.
+    """
+    if slug is not None:
+        return slug
+    holders, unreadable = [], []
+    for each in store.board_slugs():
+        try:
+            store.board(each).get_task(task_id)
+        except NotFound:
+            continue
+        except BoardUnavailable:
+            unreadable.append(each)
+            continue
+        holders.append(each)
+    if len(holders) > 1:
+        raise UsageError(
+            f"task {task_id!r} is on several boards ({', '.join(holders)}): "
+            "name one with --board"
+        )
+    if holders:
+        return holders[0]
+    unread = f"; boards not readable now: {', '.join(unreadable)}" if unreadable else ""
+    raise NotFound(f"no task {task_id!r} on any board{unread} (see 'lane-runner task ls')")
+
+
+def _board(store: Store, args: argparse.Namespace) -> Board:
+    """The board of the task named in ``args`` (``board_of``)."""
+    return store.board(board_of(store, args.task, args.board))
 
 
 # -- documents ---------------------------------------------------------------------
@@ -212,7 +252,7 @@ def list_tasks(args: argparse.Namespace) -> int:
 
 def show_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        board = store.board(args.board)
+        board = _board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
     if args.json:
@@ -259,12 +299,27 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
 
 
 def _inline(data: dict[str, Any]) -> str:
-    return " ".join(f"{key}={value}" for key, value in data.items() if value is not None)
+    """An event's data (or a result) on one line for people: ``key=value``, nested objects
+    as dotted keys (``metadata.route.provider=codex``), lists as JSON, never Python's repr."""
+    return " ".join(f"{key}={value}" for key, value in _flat(data, ""))
+
+
+def _flat(data: dict[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            yield from _flat(value, f"{name}.")
+        elif isinstance(value, str):
+            yield name, value
+        else:
+            yield name, orjson.dumps(value).decode()
 
 
 def comment_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        comment = store.board(args.board).comment(args.task, args.text, author=args.author)
+        comment = _board(store, args).comment(args.task, args.text, author=args.author)
     if args.json:
         print_json(comment_document(comment))
     else:
@@ -274,21 +329,23 @@ def comment_task(args: argparse.Namespace) -> int:
 
 def unblock_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = store.board(args.board).unblock(args.task)
+        task = _board(store, args).unblock(args.task)
     return _report(args, task, "unblocked")
 
 
 def route_task(args: argparse.Namespace) -> int:
-    found = dryrun.previews(load_config(args), args.board, args.task)
-    dryrun.show(found, args.json)
-    return 0
+    cfg = load_config(args)
+    with closing(open_store(cfg)) as store:
+        slug = board_of(store, args.task, args.board)
+    found = dryrun.previews(cfg, slug, args.task)
+    return dryrun.show(found, args.json)
 
 
 def stop_task(args: argparse.Namespace) -> int:
-    if args.timeout is not None and (not args.wait or args.timeout <= 0):
-        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    if args.timeout is not None and not args.wait:
+        raise UsageError("--timeout goes with --wait")
     with closing(_store(args)) as store:
-        board = store.board(args.board)
+        board = _board(store, args)
         run = board.request_stop(args.task, args.reason, requeue=args.requeue)
         if args.wait:
             run = _wait_for_end(board, run, args.timeout)
@@ -319,7 +376,7 @@ def _wait_for_end(board: Board, run: Run, timeout: float | None) -> Run:
 
 def archive_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = store.board(args.board).archive(args.task)
+        task = _board(store, args).archive(args.task)
     return _report(args, task, "archived")
 
 
