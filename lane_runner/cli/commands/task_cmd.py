@@ -1,14 +1,12 @@
-"""``lane-runner task add|ls|show|comment|unblock|archive``: filing and inspecting tasks."""
+"""``lane-runner task add|ls|show|comment|unblock|route|stop|archive``: filing and
+inspecting tasks (``edit``, ``retry`` and ``delete`` live in ``task_change_cmd``)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, suppress
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,12 +14,25 @@ import orjson
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
-from lane_runner.board.rules import MAX_BODY_BYTES, MAX_RETRIES
+from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
 from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
-from lane_runner.errors import LaneRunnerError, NotFound, UsageError
+from lane_runner.cli.tasks import (
+    board_of,
+    checked_workspace,
+    comment_document,
+    event_document,
+    read_body,
+    report,
+    run_document,
+    task_board,
+    task_document,
+    task_target,
+)
+from lane_runner.errors import LaneRunnerError, UsageError
 
 STOP_POLL = 0.2
 
@@ -42,7 +53,10 @@ def register(subparsers: Any) -> None:
     body.add_argument("--body-file", help="read the task text from a file ('-' for stdin)")
     add.add_argument("--id", help="the task id (default: a generated t-<8 hex>)")
     add.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>")
-    add.add_argument("--workspace", help="the git repository the task works in")
+    add.add_argument(
+        "--workspace",
+        help="the git repository the task works in (checked now: it must have a commit)",
+    )
     add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
     add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
     add.add_argument("--max-runtime", type=seconds, help="seconds per run (default: config)")
@@ -62,17 +76,17 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(handler=list_tasks)
 
     show = commands.add_parser("show", help="a task with its runs, events, comments, result")
-    _task_target(show)
+    task_target(show)
     show.set_defaults(handler=show_task)
 
     comment = commands.add_parser("comment", help="add a comment to a task")
-    _task_target(comment)
+    task_target(comment)
     comment.add_argument("text")
     comment.add_argument("--author", default="operator")
     comment.set_defaults(handler=comment_task)
 
     unblock = commands.add_parser("unblock", help="return a blocked task to ready")
-    _task_target(unblock)
+    task_target(unblock)
     unblock.set_defaults(handler=unblock_task)
 
     route = commands.add_parser(
@@ -80,13 +94,13 @@ def register(subparsers: Any) -> None:
         help="claim nothing: print where the task would run, with which argv "
         "(exit 1 when it cannot be routed)",
     )
-    _task_target(route)
+    task_target(route)
     route.set_defaults(handler=route_task)
 
     stop = commands.add_parser(
         "stop", help="end a running task's run: its process tree is killed, it is not a failure"
     )
-    _task_target(stop)
+    task_target(stop)
     stop.add_argument("--reason", default="stopped by an operator", help="recorded on the run")
     stop.add_argument(
         "--requeue", action="store_true", help="back to ready instead of blocked"
@@ -96,120 +110,34 @@ def register(subparsers: Any) -> None:
     stop.set_defaults(handler=stop_task)
 
     archive = commands.add_parser("archive", help="archive a task that is not running")
-    _task_target(archive)
+    task_target(archive)
     archive.set_defaults(handler=archive_task)
 
-
-def _task_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help="the task id")
-    parser.add_argument("--board", help="the task's board (needed only when several hold its id)")
-    add_json_flag(parser)
+    task_change_cmd.register_actions(commands)
 
 
 def _store(args: argparse.Namespace) -> Store:
     return open_store(load_config(args))
 
 
-def board_of(store: Store, task_id: str, slug: str | None) -> str:
-    """The board ``--board`` names, else the one board of the home that holds ``task_id``.
-
-    NotFound when none does (naming boards that could not be read, where it might be),
-    UsageError naming the boards when several do.
-    """
-    if slug is not None:
-        return slug
-    holders, unreadable = [], []
-    for each in store.board_slugs():
-        try:
-            store.board(each).get_task(task_id)
-        except NotFound:
-            continue
-        except BoardUnavailable:
-            unreadable.append(each)
-            continue
-        holders.append(each)
-    if len(holders) > 1:
-        raise UsageError(
-            f"task {task_id!r} is on several boards ({', '.join(holders)}): "
-            "name one with --board"
-        )
-    if holders:
-        return holders[0]
-    unread = f"; boards not readable now: {', '.join(unreadable)}" if unreadable else ""
-    raise NotFound(f"no task {task_id!r} on any board{unread} (see 'lane-runner task ls')")
-
-
-def _board(store: Store, args: argparse.Namespace) -> Board:
-    """The board of the task named in ``args`` (``board_of``)."""
-    return store.board(board_of(store, args.task, args.board))
-
-
-# -- documents ---------------------------------------------------------------------
-
-
-def task_document(task: Task) -> dict[str, Any]:
-    """The task record's own field names, times as ISO 8601 UTC."""
-    document = asdict(task)
-    document["parents"] = list(task.parents)
-    for name in ("next_attempt_at", "created_at", "updated_at"):
-        document[name] = timestamp(document[name])
-    return document
-
-
-def run_document(run: Run) -> dict[str, Any]:
-    document = asdict(run)
-    for name in ("claimed_at", "lease_expires_at", "heartbeat_at", "ended_at"):
-        document[name] = timestamp(document[name])
-    return document
-
-
-def event_document(event: Event) -> dict[str, Any]:
-    return {**asdict(event), "at": timestamp(event.at)}
-
-
-def comment_document(comment: Comment) -> dict[str, Any]:
-    return {**asdict(comment), "at": timestamp(comment.at)}
-
-
 # -- handlers ----------------------------------------------------------------------
 
 
-def _read_body(args: argparse.Namespace) -> str:
-    if args.body_file is None:
-        return str(args.body)
-    try:
-        if args.body_file == "-":
-            raw = sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
-        else:
-            with Path(args.body_file).open("rb") as handle:
-                raw = handle.read(MAX_BODY_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"cannot read --body-file {args.body_file}: {error.strerror}") from None
-    if len(raw) > MAX_BODY_BYTES:
-        raise UsageError(
-            f"--body-file {args.body_file} is over the {MAX_BODY_BYTES // 1024} KiB limit; "
-            "put the detail in a file in the workspace and point to it"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"--body-file {args.body_file} is not UTF-8 text") from None
-
-
 def add_task(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
     new = NewTask(
         title=args.title,
-        body=_read_body(args),
+        body=read_body(args),
         id=args.id,
         assignee=args.assignee,
         priority=args.priority,
         parents=tuple(args.parent),
-        workspace=str(Path(args.workspace).expanduser().absolute()) if args.workspace else None,
+        workspace=checked_workspace(cfg, args.workspace) if args.workspace else None,
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
         max_retries=args.max_retries,
     )
-    with closing(_store(args)) as store:
+    with closing(open_store(cfg)) as store:
         task = store.board(args.board).add_task(new)
     if args.json:
         print_json(task_document(task))
@@ -252,7 +180,7 @@ def list_tasks(args: argparse.Namespace) -> int:
 
 def show_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        board = _board(store, args)
+        board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
     if args.json:
@@ -319,7 +247,7 @@ def _flat(data: dict[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
 
 def comment_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        comment = _board(store, args).comment(args.task, args.text, author=args.author)
+        comment = task_board(store, args).comment(args.task, args.text, author=args.author)
     if args.json:
         print_json(comment_document(comment))
     else:
@@ -329,8 +257,8 @@ def comment_task(args: argparse.Namespace) -> int:
 
 def unblock_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = _board(store, args).unblock(args.task)
-    return _report(args, task, "unblocked")
+        task = task_board(store, args).unblock(args.task)
+    return report(args, task, "unblocked")
 
 
 def route_task(args: argparse.Namespace) -> int:
@@ -345,7 +273,7 @@ def stop_task(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.wait:
         raise UsageError("--timeout goes with --wait")
     with closing(_store(args)) as store:
-        board = _board(store, args)
+        board = task_board(store, args)
         run = board.request_stop(args.task, args.reason, requeue=args.requeue)
         if args.wait:
             run = _wait_for_end(board, run, args.timeout)
@@ -376,13 +304,5 @@ def _wait_for_end(board: Board, run: Run, timeout: float | None) -> Run:
 
 def archive_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = _board(store, args).archive(args.task)
-    return _report(args, task, "archived")
-
-
-def _report(args: argparse.Namespace, task: Task, verb: str) -> int:
-    if args.json:
-        print_json(task_document(task))
-    else:
-        print(f"{verb} {task.board}/{task.id} (now {task.status})")
-    return 0
+        task = task_board(store, args).archive(args.task)
+    return report(args, task, "archived")
