@@ -76,7 +76,8 @@ def test_file_list_and_show(cli: Cli, tmp_path: Path) -> None:
 
     listing = cli.ok("task", "ls")
     lines = listing.splitlines()
-    assert lines[0].split() == ["BOARD", "ID", "STATUS", "ASSIGNEE", "PRIORITY", "UPDATED", "TITLE"]
+    assert lines[0].split() == ["BOARD", "ID", "STATUS", "ASSIGNEE", "PROVIDER", "NODE", "PRIORITY",
+                                "UPDATED", "TITLE", "BLOCKED", "BECAUSE"]
     assert lines[1].split()[:3] == ["main", "a", "ready"]
     assert lines[2].split()[2] == "todo"
     assert lines[1].index("ready") == lines[2].index("todo")  # aligned columns

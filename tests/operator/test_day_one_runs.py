@@ -86,3 +86,22 @@ def test_a_router_that_is_down_is_not_called_capacity(lane: Lane) -> None:
     assert (cycling["task_id"], cycling["last_cause"]) == (task.id, "router unreachable")
     assert orjson.loads((lane.home.lane_dir(BOARD) / f"{task.id}.json").read_bytes())[
         "cooldowns"] == 1
+
+
+def test_task_ls_says_who_ran_it_and_why_it_is_blocked(lane: Lane) -> None:
+    fell_back = lane.add("codex is out", body="[sim@codex:capacity]", assignee="cli-codex-medium")
+    stuck = lane.add("needs a person", body="[sim:blocked]", assignee="cli-claude-low")
+    waiting = lane.add("never claimed", parents=(stuck.id,))
+    assert console(lane, "run", "--until-idle").returncode == 0
+    rows = {row["id"]: row for row in json_of(console(lane, "task", "ls", "--json"))}
+    node = lane.node()
+    assert (rows[fell_back.id]["assignee"], rows[fell_back.id]["provider"],
+            rows[fell_back.id]["node"]) == ("cli-codex-medium", "claude", node)
+    assert (rows[stuck.id]["status"], rows[stuck.id]["provider"], rows[stuck.id]["node"]) == (
+        "blocked", "claude", node)
+    assert (rows[waiting.id]["provider"], rows[waiting.id]["node"]) == (None, None)
+    table = console(lane, "task", "ls").stdout.splitlines()
+    assert table[0].split()[:6] == ["BOARD", "ID", "STATUS", "ASSIGNEE", "PROVIDER", "NODE"]
+    assert "BLOCKED BECAUSE" in table[0]
+    [line] = [row for row in table if stuck.id in row]
+    assert "worker is blocked: simulated blocker" in line and node in line

@@ -20,6 +20,7 @@ from lane_runner.cli.arguments import seconds, whole
 from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
+from lane_runner.cli.ranby import RanBy, ran_by
 from lane_runner.cli.tasks import (
     board_of,
     checked_workspace,
@@ -33,6 +34,7 @@ from lane_runner.cli.tasks import (
     task_target,
 )
 from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.home import Home
 
 STOP_POLL = 0.2
 
@@ -162,20 +164,38 @@ def _boards(store: Store, slug: str | None) -> list[Board]:
 
 
 def list_tasks(args: argparse.Namespace) -> int:
+    """The tasks, with who ran each last (provider, node) and why a blocked one is."""
     status = Status(args.status) if args.status else None
-    with closing(_store(args)) as store:
-        tasks = [task for board in _boards(store, args.board) for task in board.list_tasks(status)]
+    cfg = load_config(args)
+    home = Home(cfg.home)
+    rows: list[tuple[Task, RanBy]] = []
+    with closing(open_store(cfg)) as store:
+        for board in _boards(store, args.board):
+            who = ran_by(board, home.lane_dir(board.slug))
+            rows += [(task, who.get(task.id, RanBy())) for task in board.list_tasks(status)]
     if args.json:
-        print_json([task_document(task) for task in tasks])
+        print_json([{**task_document(t), "provider": r.provider, "node": r.node} for t, r in rows])
         return 0
     print_table(
-        ("board", "id", "status", "assignee", "priority", "updated", "title"),
+        ("board", "id", "status", "assignee", "provider", "node", "priority", "updated", "title",
+         "blocked because"),
         [
-            (t.board, t.id, t.status, t.assignee, t.priority, timestamp(t.updated_at), t.title)
-            for t in tasks
+            (t.board, t.id, t.status, t.assignee, r.provider, r.node, t.priority,
+             timestamp(t.updated_at), _cut(t.title), _cut(t.block_reason))
+            for t, r in rows
         ],
     )
     return 0
+
+
+#: A column of free text in ``task ls`` is cut to this many characters (``show`` has it all).
+SHOWN = 60
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= SHOWN:
+        return text
+    return text[: SHOWN - 1] + "…"
 
 
 def show_task(args: argparse.Namespace) -> int:
