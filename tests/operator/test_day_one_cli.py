@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import orjson
 import pytest
@@ -160,3 +161,33 @@ def test_text_log_lines_carry_a_timestamp(lane: Lane) -> None:
     assert lines, "the daemon logged nothing at info"
     stamped = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00 lane-runner: \w+: ")
     assert all(stamped.match(line) for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("extra", "module", "board_url", "requirement"),
+    [
+        ("postgres", "psycopg", "postgresql://lanes@127.0.0.1:9/lanes", "'psycopg[binary]>=3.1'"),
+        ("hermes", "hermes_cli", "hermes://", "'hermes-agent<0.20,>=0.19.0'"),
+    ],
+)
+def test_a_missing_extra_names_an_install_that_works(
+    lane: Lane, tmp_path: Path, extra: str, module: str, board_url: str, requirement: str
+) -> None:
+    """lane-runner is not on PyPI: the hint names the extra's own requirements, and the
+    checkout's ``pip install '.[extra]'``, never ``lane-runner[extra]``."""
+    missing = tmp_path / "missing"
+    (missing / module).mkdir(parents=True)
+    (missing / module / "__init__.py").write_text(
+        f"raise ModuleNotFoundError({f'No module named {module!r}'!r}, name={module!r})\n"
+    )
+    lane.write_config(board_url=board_url)
+    done = console(lane, "task", "ls", env={"PYTHONPATH": str(missing)})
+    assert done.returncode == 1, done.stderr
+    assert requirement in done.stderr and f"pip install '.[{extra}]'" in done.stderr
+    assert "lane-runner[" not in done.stderr
+
+
+def test_the_readme_names_no_install_that_fails() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "lane-runner[" not in readme
+    assert "pip install '.[hermes]'" in readme and "pip install '.[postgres]'" in readme
