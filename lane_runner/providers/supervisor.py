@@ -204,6 +204,7 @@ class Supervisor:
         cancel: threading.Event | None = None,
         run_as: str | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        gave_up: Callable[[], tuple[Classification, str] | None] | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -216,6 +217,7 @@ class Supervisor:
         self._cancel = cancel
         self._run_as = run_as
         self._on_progress = on_progress
+        self._gave_up = gave_up  # the CLI said the attempt is over, though it runs on
         self._tail = Tail()
         self._stderr = Tail(limit=16 * 1024)
 
@@ -356,6 +358,8 @@ class Supervisor:
             return Classification.CANCELLED, "cancelled by runner shutdown"
         if lease_lost.is_set():
             return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
+        if self._gave_up is not None and (said := self._gave_up()) is not None:
+            return said
         return overdue(clocks, self._limits, now)
 
     def _report(self, clocks: Clocks, pid: int | None) -> None:

@@ -105,3 +105,19 @@ def test_task_ls_says_who_ran_it_and_why_it_is_blocked(lane: Lane) -> None:
     assert "BLOCKED BECAUSE" in table[0]
     [line] = [row for row in table if stuck.id in row]
     assert "worker is blocked: simulated blocker" in line and node in line
+
+
+def test_an_offline_codex_is_marked_unavailable_not_waited_for(lane: Lane) -> None:
+    """codex that reconnects five times, then waits for the network: the attempt ends as
+    an authentication failure (codex marked unavailable, the task done by claude), long
+    before the 15-minute stall clock of the default configuration."""
+    lane.write_config(stall_timeout=900.0)
+    task = lane.add("offline codex", body="[sim@codex:reconnect-forever]",
+                    assignee="cli-codex-low")
+    done = console(lane, "run", "--until-idle", timeout=180)
+    assert done.returncode == 0, done.stderr
+    shown = json_of(console(lane, "task", "ls", "--json"))
+    assert [(t["id"], t["status"], t["provider"]) for t in shown] == [(task.id, "done", "claude")]
+    [codex] = [p for p in json_of(console(lane, "status", "--json"))["providers"]
+               if p["provider"] == "codex"]
+    assert codex["state"] == "unavailable" and "after its reconnects" in codex["reason"]
