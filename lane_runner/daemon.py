@@ -275,6 +275,7 @@ class Daemon:
         if self.paused is not None:
             return "paused", f"runner paused: {self.paused.reason}"
         self.memory = memory.read()
+        metrics.memory_available(self.memory.available if self.memory else None)
         shortage = memory.shortage(self.memory, self.services.cfg.min_available_memory_mb)
         if shortage is not None:
             return "memory", shortage

@@ -238,7 +238,8 @@ def dry_run_claims_nothing(site: Site) -> None:
     assert "claude" in human.stdout and "argv" in human.stdout
     site.write_config(router_url="http://operator:s3cret-word@127.0.0.1:9/v1?token=t0ken-value")
     broken = site.cli("run", "--dry-run", "--board", site.board.slug, "--json")
-    [routed] = [item for item in json_of(broken) if item["task_id"] == task.id]
+    assert broken.returncode == 1, broken.stderr  # the preview says error: so does the exit
+    [routed] = [item for item in orjson.loads(broken.stdout) if item["task_id"] == task.id]
     assert routed["error"] and "routing failed" in routed["error"]
     assert "s3cret-word" not in broken.stdout + broken.stderr
     assert "t0ken-value" not in broken.stdout + broken.stderr
@@ -333,5 +334,5 @@ def max_retries_overrides_the_failure_limit(site: Site) -> None:
     shown = site.board.get_task(once.id)
     assert shown.block_kind is BlockKind.GAVE_UP and len(site.board.runs(once.id)) == 1
     bad = site.cli("task", "add", "--board", slug, "--title", "x", "--max-retries", "-1")
-    assert bad.returncode == 2 and "max retries" in bad.stderr
+    assert bad.returncode == 2 and "--max-retries" in bad.stderr
     stop(daemon)

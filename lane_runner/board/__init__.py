@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lane_runner import clock
+from lane_runner import clock, extras
 from lane_runner.board.base import Store
 from lane_runner.board.retry import budget_for
 from lane_runner.board.sqlite import SqliteStore
@@ -45,7 +45,7 @@ def open_store(cfg: Config) -> Store:
             raise
         raise LaneRunnerError(
             f"board_url names a PostgreSQL board but {error.name} is not installed: "
-            "pip install 'lane-runner[postgres]'"
+            f"{extras.install_hint('postgres')}"
         ) from error
     # No clock: a shared board's times are the database's, never this node's.
     return PostgresStore(url, failure_limit=cfg.failure_limit, wait_budget=budget)

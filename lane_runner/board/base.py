@@ -28,6 +28,7 @@ from lane_runner.board.model import (
     Status,
     StopRequest,
     Task,
+    TaskEdit,
 )
 from lane_runner.errors import LaneRunnerError
 
@@ -121,6 +122,31 @@ class Board(Protocol):
 
         Keeps its result and runs; appends ``archived`` (with the previous status).
         Its children never become ready. Raises NotFound, UsageError while running.
+        """
+
+    def retry(self, task_id: str, comment: str, author: str = "operator") -> Task:
+        """``unblock`` with a comment, in one transaction: the operator says what changed,
+        and the next run reads it with the task.
+
+        Appends ``retried``. Raises NotFound, UsageError as ``unblock`` does, and for a
+        comment ``comment`` would refuse.
+        """
+
+    def edit(self, task_id: str, edit: TaskEdit) -> Task:
+        """Change what the task asks for: each field ``edit`` gives (``rules.EDITABLE``).
+
+        Guard: the task is not running. The values follow ``add_task``'s rules. Appends
+        ``edited`` naming the changed fields; an edit that changes nothing writes
+        nothing. Raises NotFound, UsageError while running or for a bad value.
+        """
+
+    def delete(self, task_id: str, *, force: bool = False) -> Task:
+        """Remove an archived task with its runs, events, comments and links; returns it
+        as it was. ``force`` archives it first, in the same transaction.
+
+        Guard: not running; no child that is neither done nor archived waits on it (its
+        links to done or archived children go with it). Raises NotFound, UsageError.
+        Run ids are never given again, so a journal record of a deleted run stays its own.
         """
 
     def counts(self) -> dict[str, int]:
@@ -281,6 +307,14 @@ class Store(Protocol):
     def create_board(self, slug: str) -> Board:
         """A new, empty board. Atomic: of two creators of one slug exactly one wins.
         Raises UsageError for an invalid or taken slug."""
+
+    def delete_board(self, slug: str, *, force: bool = False) -> int:
+        """Remove a board with every task on it; returns how many tasks went.
+
+        Guard, checked in the transaction that empties it: no task is running; unless
+        ``force``, every task is archived (``force`` archives them first). Raises
+        NotFound, UsageError naming the tasks in the way.
+        """
 
     def board(self, slug: str) -> Board:
         """An existing board (opened once, then shared). Raises NotFound (saying how to

@@ -55,6 +55,7 @@ from lane_runner.board.model import (
     Status,
     StopRequest,
     Task,
+    TaskEdit,
 )
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import is_lane_assignee
@@ -285,6 +286,20 @@ class HermesBoard:
 
     def archive(self, task_id: str) -> Task:
         raise UsageError(READ_ONLY.format(what="archive tasks", command=f"archive {task_id}"))
+
+    def edit(self, task_id: str, edit: TaskEdit) -> Task:
+        raise UsageError(
+            READ_ONLY.format(what="edit tasks", command=f"assign {task_id} PROFILE")
+            + " to reassign it (Hermes has no command that edits a task's title or body)"
+        )
+
+    def retry(self, task_id: str, comment: str, author: str = "operator") -> Task:
+        raise UsageError(
+            READ_ONLY.format(what="retry tasks", command=f"unblock {task_id} --reason TEXT")
+        )
+
+    def delete(self, task_id: str, *, force: bool = False) -> Task:
+        raise UsageError(READ_ONLY.format(what="delete tasks", command=f"archive {task_id}"))
 
     # -- what Hermes gives the worker ----------------------------------------------
 
@@ -834,6 +849,9 @@ class HermesStore:
 
     def create_board(self, slug: str) -> HermesBoard:
         raise UsageError(READ_ONLY.format(what="create boards", command=f"boards create {slug}"))
+
+    def delete_board(self, slug: str, *, force: bool = False) -> int:
+        raise UsageError(READ_ONLY.format(what="delete boards", command=f"boards rm {slug}"))
 
     def wait_for_change(self, timeout: float) -> bool:
         """True as soon as any served board's database (or the set of boards) changed."""

@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 from types import ModuleType
 
+from lane_runner import extras
 from lane_runner.board import hermes_files, hermes_txn
 from lane_runner.errors import LaneRunnerError, UsageError
 
@@ -121,7 +122,7 @@ def kanban() -> ModuleType:
     except ImportError as error:
         raise HermesUnusable(
             "board_url names a Hermes board but hermes-agent is not installed "
-            f"({error}): pip install 'lane-runner[hermes]'"
+            f"({error}): {extras.install_hint('hermes')}"
         ) from error
     check_version(installed_version())
     check_api(module)
@@ -135,8 +136,8 @@ def installed_version() -> str:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError as error:
         raise HermesUnusable(
-            "hermes_cli is importable but the hermes-agent distribution is not installed; "
-            "pip install 'lane-runner[hermes]'"
+            "hermes_cli is importable but the hermes-agent distribution is not installed: "
+            f"{extras.install_hint('hermes')}"
         ) from error
 
 

@@ -48,6 +48,8 @@ class EventKind(StrEnum):
     UNBLOCKED = "unblocked"
     ARCHIVED = "archived"
     STOP_REQUESTED = "stop_requested"
+    EDITED = "edited"
+    RETRIED = "retried"
 
 
 class CompleteOutcome(StrEnum):
@@ -166,4 +168,22 @@ class NewTask:
     workspace: str | None = None
     max_runtime: float | None = None
     goal_turns: int = 1
+    max_retries: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskEdit:
+    """What ``Board.edit`` changes: each field given (not None) replaces the task's.
+
+    An empty ``assignee`` or ``workspace`` clears it (unassigned tasks take the default
+    assignee; a task without a workspace is blocked when claimed).
+    """
+
+    title: str | None = None
+    body: str | None = None
+    assignee: str | None = None
+    priority: int | None = None
+    workspace: str | None = None
+    max_runtime: float | None = None
+    goal_turns: int | None = None
     max_retries: int | None = None

@@ -201,6 +201,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX comments_task ON comments (board, task_id, id)",
     ),
     CONTROLS_STEP,
+    # Deleting a task (or a board): events stay append-only while their task lives, and
+    # go with it once it is archived (``SqlBoard.delete``).
+    (
+        """CREATE OR REPLACE FUNCTION lane_runner_append_only() RETURNS trigger
+           LANGUAGE plpgsql AS $$
+           BEGIN
+             IF TG_OP = 'DELETE' AND EXISTS (
+                 SELECT 1 FROM tasks WHERE board = OLD.board AND id = OLD.task_id
+                 AND status = 'archived') THEN
+               RETURN OLD;
+             END IF;
+             RAISE EXCEPTION 'events are append-only';
+           END $$""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -511,6 +525,16 @@ class PostgresStore:
         if exists is None:
             raise NotFound(f"no board {slug!r}; create it with 'lane-runner board create {slug}'")
         return self._open(slug)
+
+    def delete_board(self, slug: str, *, force: bool = False) -> int:
+        """The board's rows and the board itself, in one transaction (``SqlBoard.clear``:
+        refused while a task runs, or unless ``force`` while one is not archived)."""
+        deleted = self.board(slug).clear(
+            force=force, also=("DELETE FROM boards WHERE slug = :board",)
+        )
+        with self._lock:
+            self._boards.pop(slug, None)
+        return deleted
 
     def board_slugs(self) -> list[str]:
         """Every board's slug; during an outage, the last list this store saw.

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from lane_runner.board.model import CompleteOutcome, NewTask, Outcome, Status
+from lane_runner.board.model import CompleteOutcome, NewTask, Outcome, Status, Task, TaskEdit
 from lane_runner.errors import UsageError
 from lane_runner.names import check_name, is_lane_assignee, parse_lane
 
@@ -63,17 +63,8 @@ def check_comment(body: str) -> None:
 
 def checked_task(new: NewTask) -> NewTask:
     """``new`` normalised, or UsageError naming the first bad field (nothing is written)."""
-    title = new.title.strip()
-    if not title:
-        raise UsageError("a task needs a non-empty --title")
-    check_text("title", title)
-    check_text("body", new.body)
-    size = len(new.body.encode("utf-8"))
-    if size > MAX_BODY_BYTES:
-        raise UsageError(
-            f"task body is {size} bytes, over the {MAX_BODY_BYTES // 1024} KiB limit; "
-            "put the detail in a file in the workspace and point to it"
-        )
+    title = _checked_title(new.title)
+    _check_body(new.body)
     if new.id is not None:
         check_name("task id", new.id)
     assignee = new.assignee or None
@@ -81,15 +72,76 @@ def checked_task(new: NewTask) -> NewTask:
         parse_lane(assignee)
     for parent in new.parents:
         check_name("parent task id", parent)
-    if new.goal_turns < 1:
-        raise UsageError(f"goal turns must be at least 1, not {new.goal_turns}")
-    if new.max_runtime is not None and not new.max_runtime > 0:
-        raise UsageError(f"max runtime must be more than 0 seconds, not {new.max_runtime:g}")
-    if new.max_retries is not None and not 0 <= new.max_retries <= MAX_RETRIES:
-        raise UsageError(f"max retries must be from 0 to {MAX_RETRIES}, not {new.max_retries}")
+    _check_limits(new.goal_turns, new.max_runtime, new.max_retries)
     return replace(
         new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
     )
+
+
+def checked_edit(edit: TaskEdit) -> TaskEdit:
+    """``edit`` normalised, each given field checked as ``checked_task`` checks it, or
+    UsageError naming the first bad one (nothing is written)."""
+    if edit.title is not None:
+        edit = replace(edit, title=_checked_title(edit.title))
+    if edit.body is not None:
+        _check_body(edit.body)
+    if edit.assignee:
+        parse_lane(edit.assignee)
+    if edit.workspace:
+        check_text("workspace", edit.workspace)
+    _check_limits(edit.goal_turns, edit.max_runtime, edit.max_retries)
+    return edit
+
+
+#: The task columns ``Board.edit`` may change (each a ``TaskEdit`` field of that name).
+EDITABLE = (
+    "title", "body", "assignee", "priority", "workspace", "max_runtime", "goal_turns",
+    "max_retries",
+)
+
+
+def edit_changes(task: Task, edit: TaskEdit) -> dict[str, Any]:
+    """The columns ``edit`` changes on ``task`` and their new values; empty when nothing
+    differs. An empty assignee or workspace becomes NULL (cleared)."""
+    changes: dict[str, Any] = {}
+    for name in EDITABLE:
+        value = getattr(edit, name)
+        if value is None:
+            continue
+        if name in ("assignee", "workspace") and value == "":
+            value = None
+        if value != getattr(task, name):
+            changes[name] = value
+    return changes
+
+
+def _checked_title(title: str) -> str:
+    title = title.strip()
+    if not title:
+        raise UsageError("a task needs a non-empty --title")
+    check_text("title", title)
+    return title
+
+
+def _check_body(body: str) -> None:
+    check_text("body", body)
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise UsageError(
+            f"task body is {size} bytes, over the {MAX_BODY_BYTES // 1024} KiB limit; "
+            "put the detail in a file in the workspace and point to it"
+        )
+
+
+def _check_limits(
+    goal_turns: int | None, max_runtime: float | None, max_retries: int | None
+) -> None:
+    if goal_turns is not None and goal_turns < 1:
+        raise UsageError(f"goal turns must be at least 1, not {goal_turns}")
+    if max_runtime is not None and not max_runtime > 0:
+        raise UsageError(f"max runtime must be more than 0 seconds, not {max_runtime:g}")
+    if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES:
+        raise UsageError(f"max retries must be from 0 to {MAX_RETRIES}, not {max_retries}")
 
 
 def initial_status(parent_statuses: Iterable[Status]) -> Status:

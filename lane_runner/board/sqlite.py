@@ -148,6 +148,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"ALTER TABLE {table} ADD COLUMN board TEXT NOT NULL DEFAULT ''"
         for table in ("tasks", "task_links", "runs", "events", "comments")
     ),    CONTROLS_STEP,
+    # Deleting a task (or a board): events stay append-only while their task lives, and
+    # go with it once it is archived (``SqlBoard.delete``).
+    (
+        "DROP TRIGGER events_no_delete",
+        """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+           WHEN NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.board = OLD.board
+                            AND tasks.id = OLD.task_id AND tasks.status = 'archived')
+           BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+    ),
 )
 
 
@@ -409,6 +418,20 @@ class SqliteStore:
             self._reported.discard(slug)
             self._boards[slug] = (SqlBoard(slug, file, self._failure_limit), file)
             return self._boards[slug][0]
+
+    def delete_board(self, slug: str, *, force: bool = False) -> int:
+        """Empty the board in one transaction (``SqlBoard.clear``: refused while a task
+        runs, or unless ``force`` while one is not archived), then remove its file. Our
+        connections to it are closed first: SQLite's locks must never be dropped by a
+        close outside SQLite (docs/ARCHITECTURE.md §5), and unlinking opens nothing."""
+        deleted = self.board(slug).clear(force=force)
+        with self._lock:
+            _, file = self._boards.pop(slug)
+        file.close()
+        path = self._path(slug)
+        for name in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+            name.unlink(missing_ok=True)
+        return deleted
 
     def _report(self, slug: str, error: BoardUnavailable) -> None:
         """Log a broken board once, not on every tick that skips it."""

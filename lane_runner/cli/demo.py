@@ -1,10 +1,11 @@
-"""``lane-runner demo``: the whole product on a throw-away home, in well under a minute.
+"""``lane-runner demo``: the whole product on a throw-away home, in about ten seconds.
 
 A git repository, a board of eight tasks over codex and claude (automatic and
 manual lanes, a capacity fallback, a goal-mode continuation, a parent and its
 child), a daemon that is killed with SIGKILL in the middle, ``recover``, a
 restart, and the outcome as an operator would read it. The simulated CLIs stand
-in for the real ones when those are not installed.
+in for the real ones when those are not installed. With ``--json`` the narration
+goes to stderr and stdout gets one document: each task's outcome and the journal.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lane_runner.board.model import NewTask, Status, Task
 from lane_runner.board.sqlite import SqliteStore
-from lane_runner.cli.output import table
+from lane_runner.cli.output import print_json, table
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.run import lanestate
@@ -60,7 +62,9 @@ TASKS = (
         "Finish the migration guide",
         "All sections, no TODOs left. [sim:goal:2]",
         "cli-auto",
-        goal_turns=3,
+        # Two turns on one session; four leave room for the restart to change provider
+        # mid-goal (the new session starts its count again).
+        goal_turns=4,
     ),
     DemoTask(
         "long", "Profile the importer", "Measure and report. [sim:slow:0.25:8]", "cli-codex-low"
@@ -87,8 +91,7 @@ cooldown_base = 1
 """
 
 
-def _say(text: str) -> None:
-    print(text, flush=True)
+Say = Callable[[str], None]
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -161,8 +164,9 @@ class Runner:
 class Watcher:
     """Prints board events as they happen; the demo's progress display."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteStore, say: Say) -> None:
         self.board = store.board(BOARD)
+        self.say = say
         self.seen = 0
         self.comments_seen: set[int] = set()
 
@@ -180,7 +184,7 @@ class Watcher:
                     lines.append((comment.at, f"{task.id:<10} {comment.body}"))
         for at, line in sorted(lines):
             if line:
-                _say(f"  {time.strftime('%H:%M:%S', time.localtime(at))}  {line[:150]}")
+                self.say(f"  {time.strftime('%H:%M:%S', time.localtime(at))}  {line[:150]}")
 
     def wait(self, condition: Callable[[list[Task]], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -208,44 +212,75 @@ def _describe_event(kind: str, task_id: str, run_id: int | None, data: dict[str,
     return ""
 
 
+def _settled(tasks: list[Task]) -> bool:
+    """Every task done or blocked: nothing more will happen without a person."""
+    return all(task.status in (Status.DONE, Status.BLOCKED) for task in tasks)
+
+
+def _all_done(tasks: list[Task]) -> bool:
+    return all(task.status is Status.DONE for task in tasks)
+
+
+def _outcomes(home: Home, store: SqliteStore) -> list[dict[str, Any]]:
+    """Each task's outcome: who ran it (from its lane state), how many runs, what it said."""
+    board = store.board(BOARD)
+    found = []
+    for task in board.list_tasks():
+        state = lanestate.load(home.lane_dir(BOARD), BOARD, task.id, task.completed_run_id or 1)
+        route = state.route or {}
+        found.append(
+            {
+                "task": task.id,
+                "status": task.status.value,
+                "assignee": task.assignee,
+                "provider": route.get("provider"),
+                "effort": route.get("effort"),
+                "runs": len(board.runs(task.id)),
+                "summary": task.summary or task.block_reason or "",
+            }
+        )
+    return found
+
+
+def _outcome_table(outcomes: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            o["task"],
+            o["status"],
+            o["assignee"],
+            f"{o['provider']}/{o['effort']}" if o["provider"] else None,
+            o["runs"],
+            o["summary"][:60],
+        )
+        for o in outcomes
+    ]
+    return table(("task", "status", "assignee", "provider", "runs", "summary"), rows)
+
+
+def _journal_files(directory: Path) -> list[dict[str, Any]]:
+    return [
+        {"file": path.name, "bytes": path.stat().st_size}
+        for path in sorted(directory.iterdir())
+        if path.is_file()
+    ]
+
+
 def _count(tasks: list[Task], status: Status) -> int:
     return sum(task.status is status for task in tasks)
 
 
-def _outcome_table(home: Home, store: SqliteStore) -> str:
-    rows = []
-    for task in store.board(BOARD).list_tasks():
-        state = lanestate.load(home.lane_dir(BOARD), BOARD, task.id, task.completed_run_id or 1)
-        route = state.route or {}
-        provider = f"{route.get('provider', '-')}/{route.get('effort', '-')}" if route else "-"
-        summary = task.summary or task.block_reason or ""
-        rows.append(
-            (
-                task.id,
-                task.status.value,
-                task.assignee,
-                provider,
-                len(store.board(BOARD).runs(task.id)),
-                summary[:60],
-            )
-        )
-    return table(("task", "status", "assignee", "provider", "runs", "summary"), rows)
+def _narrator(as_json: bool) -> Say:
+    stream = sys.stderr if as_json else sys.stdout
+    return lambda text: print(text, file=stream, flush=True)
 
 
-def _journal_listing(directory: Path) -> str:
-    rows = []
-    for path in sorted(directory.iterdir()):
-        if path.is_file():
-            rows.append((path.name, path.stat().st_size))
-    return table(("file", "bytes"), rows)
-
-
-def run(home: Path | None = None, *, simulated: bool = False) -> int:
+def run(home: Path | None = None, *, simulated: bool = False, as_json: bool = False) -> int:
     root = home or Path(tempfile.mkdtemp(prefix="lane-runner-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise LaneRunnerError(f"demo home {root} is not empty; give an empty or new directory")
     started = time.monotonic()
+    say = _narrator(as_json)
     simulate = simulated or not (shutil.which("codex") and shutil.which("claude"))
     environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
     if os.geteuid() == 0:
@@ -255,13 +290,13 @@ def run(home: Path | None = None, *, simulated: bool = False) -> int:
     layout = Home(root)
     layout.ensure()
     layout.config_file.write_text(CONFIG.format(simulate=str(simulate).lower()))
-    _say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
+    say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
     _make_repository(root / "project")
     store = SqliteStore(layout.boards)
     _file_tasks(store, root / "project")
-    _say(f"filed {len(TASKS)} tasks on board '{BOARD}'; starting the daemon")
+    say(f"filed {len(TASKS)} tasks on board '{BOARD}'; starting the daemon")
     runner = Runner(root, environ)
-    watcher = Watcher(store)
+    watcher = Watcher(store, say)
 
     daemon = runner.start("run")
     crashed = watcher.wait(
@@ -273,29 +308,42 @@ def run(home: Path | None = None, *, simulated: bool = False) -> int:
     )
     daemon.send_signal(signal.SIGKILL)
     daemon.wait()
-    _say(
+    say(
         f"\n*** kill -9 of the daemon (pid {daemon.pid})"
         + (" mid-run" if crashed else "")
         + " ***\n"
     )
-    _say("$ lane-runner recover")
-    _say("\n".join("  " + line for line in runner.recover().splitlines()))
-    _say("\nrestarting the daemon")
+    say("$ lane-runner recover")
+    say("\n".join("  " + line for line in runner.recover().splitlines()))
+    say("\nrestarting the daemon")
     daemon = runner.start("run", "--until-idle")
     remaining = max(5.0, TIMEOUT - (time.monotonic() - started))
-    finished = watcher.wait(lambda tasks: _count(tasks, Status.DONE) == len(TASKS), remaining)
+    watcher.wait(_settled, remaining)
     try:
         daemon.wait(timeout=15)
     except subprocess.TimeoutExpired:
         daemon.terminate()
         daemon.wait()
     watcher.poll()
-    _say("\n" + _outcome_table(layout, store))
-    _say(f"\njournal directory {layout.lane_dir(BOARD)}:")
-    _say(_journal_listing(layout.lane_dir(BOARD)))
-    _say(
-        f"\nfinished in {time.monotonic() - started:.1f} s; inspect with: "
-        f"lane-runner --home {root} task ls"
-    )
+    outcomes = _outcomes(layout, store)
+    finished = _all_done(store.board(BOARD).list_tasks())
+    journal = _journal_files(layout.lane_dir(BOARD))
+    seconds = round(time.monotonic() - started, 1)
     store.close()
+    say("\n" + _outcome_table(outcomes))
+    say(f"\njournal directory {layout.lane_dir(BOARD)}:")
+    say(table(("file", "bytes"), [(f["file"], f["bytes"]) for f in journal]))
+    say(f"\nfinished in {seconds:.1f} s; inspect with: lane-runner --home {root} task ls")
+    if as_json:
+        print_json(
+            {
+                "home": str(root),
+                "simulated": simulate,
+                "killed_mid_run": crashed,
+                "finished": finished,
+                "seconds": seconds,
+                "tasks": outcomes,
+                "journal": {"directory": str(layout.lane_dir(BOARD)), "files": journal},
+            }
+        )
     return 0 if finished else 1

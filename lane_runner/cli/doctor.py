@@ -26,6 +26,7 @@ from lane_runner import config, redact
 from lane_runner.board import hermes_home, open_store
 from lane_runner.board.base import BoardError
 from lane_runner.board.hermes import HermesStore
+from lane_runner.cli import login
 from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
@@ -253,7 +254,33 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
             checks.append(Check(f"{provider} CLI", Level.PASS, f"simulated ({executable})"))
         else:
             checks.extend(_probe(provider, executable))
+    if not cfg.simulate:
+        checks += login_verdicts(_logins(cfg, binaries))
     return checks
+
+
+def _logins(cfg: Config, binaries: dict[str, Path | None]) -> dict[str, login.Login]:
+    found: dict[str, login.Login] = {}
+    codex = binaries.get("codex")
+    if codex is not None:
+        found["codex"] = login.codex(codex, cfg)
+    if binaries.get("claude") is not None:
+        found["claude"] = login.claude(cfg)
+    return found
+
+
+def login_verdicts(logins: dict[str, login.Login]) -> list[Check]:
+    """Each installed CLI's login (pure): a CLI not logged in fails when no other is (no
+    lane could run), and warns when another is (its lanes fall back to that one)."""
+    anyone = any(found.logged_in for found in logins.values())
+    return [
+        Check(f"{provider} login", Level.PASS, found.detail)
+        if found.logged_in
+        else Check(
+            f"{provider} login", Level.WARN if anyone else Level.FAIL, found.detail, found.fix
+        )
+        for provider, found in logins.items()
+    ]
 
 
 def _probe(provider: str, executable: Path) -> list[Check]:

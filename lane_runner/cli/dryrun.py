@@ -64,18 +64,25 @@ def _tasks(board: Board, task_id: str | None) -> Sequence[Task]:
     return sorted(ready, key=lambda t: (-t.priority, t.created_at))
 
 
-def show(found: list[Preview], as_json: bool) -> None:
+#: Exit status when a task could not be routed: the printed preview names the error.
+EXIT_ERROR = 1
+
+
+def show(found: list[Preview], as_json: bool) -> int:
+    """Print the previews; the exit status: ``EXIT_ERROR`` when any says error, else 0."""
+    status = EXIT_ERROR if any(item.error for item in found) else 0
     if as_json:
         print_json([asdict(item) for item in found])
-        return
+        return status
     if not found:
         print("no ready task to route")
-        return
+        return status
     for item in found:
         route = item.route or {}
         print(f"{item.board}/{item.task_id}: {item.title}")
         print_table(("field", "value"), _fields(item, route))
         print()
+    return status
 
 
 def _fields(item: Preview, route: dict[str, Any]) -> list[tuple[str, Any]]:

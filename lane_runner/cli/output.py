@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import select
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -29,6 +32,43 @@ def printable(text: str) -> str:
     as ``\\xNN``. Titles, bodies, reasons and CLI output come from other people and
     models; human output passes them through here (``--json`` keeps them exact)."""
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+#: Exit status when the reader of the output went away: what a shell reports for a
+#: program killed by SIGPIPE (128 + 13), as git's and kubectl's ``| head`` end.
+READER_GONE = 141
+
+
+def reader_gone() -> bool:
+    """True when stdout is a pipe (or socket) whose reader has closed it.
+
+    Asked of the kernel (``poll`` reports POLLERR on such a pipe), so a broken pipe
+    met elsewhere (a socket, a child's stdin) is never taken for this one.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False  # replaced by something without a descriptor: nothing to poll
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def ensure_reader() -> None:
+    """For commands that wait between writes (``logs -f``, ``status --watch``): end as a
+    write would, with BrokenPipeError, once the reader has gone, instead of waiting on."""
+    if reader_gone():
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
+def discard_stdout() -> None:
+    """Point stdout at /dev/null, so what is still buffered is dropped at exit instead
+    of failing there a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def print_json(document: Any) -> None:

@@ -58,6 +58,9 @@ _MISCONFIGURED = re.compile(
     re.I | re.M,
 )
 RECONNECTING = re.compile(r"^\s*reconnecting\b", re.I)
+#: codex's word once its reconnects are spent (offline, or no credentials it can use):
+#: it then waits for a network for ever, and nothing it does after is progress.
+RECONNECTS_SPENT = re.compile(r"^\s*reconnecting\.\.\. waiting for network", re.I)
 
 
 @dataclass
@@ -79,6 +82,22 @@ class Signals:
 def is_noise(message: str) -> bool:
     """Reconnect chatter: an error event that says nothing about the outcome yet."""
     return bool(RECONNECTING.match(message))
+
+
+def gave_up(signals: Signals) -> tuple[Classification, str] | None:
+    """The CLI's own word that the attempt is over while it keeps running, or None.
+
+    codex, after its last reconnect, says it waits for the network: the attempt ends
+    there as an authentication failure (the provider is marked unavailable and the task
+    falls back), not after ``stall_timeout`` of waiting.
+    """
+    last = signals.errors[-1] if signals.errors else ""
+    if not RECONNECTS_SPENT.match(last):
+        return None
+    return Classification.AUTH, (
+        "the CLI could not reach its service after its reconnects (offline, a proxy, or "
+        f"not logged in: see 'lane-runner doctor'): {last[:300]}"
+    )
 
 
 def _evidence(signals: Signals) -> Iterable[str]:

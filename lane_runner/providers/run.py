@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.providers import claude, codex
-from lane_runner.providers.classify import classify_failure
+from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.supervisor import Ended, Limits, Supervisor
@@ -100,6 +100,7 @@ def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Att
             cancel=req.cancel,
             run_as=req.run_as,
             on_progress=req.on_progress,
+            gave_up=lambda: gave_up(reading.signals),
         ).run()
         file_answer = codex.file_result(result_file) if result_file else None
         attempt = conclude(reading, ended, file_answer)

@@ -234,6 +234,7 @@ class Supervisor:
         run_as: str | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         answered: Callable[[], bool] | None = None,
+        gave_up: Callable[[], tuple[Classification, str] | None] | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -247,6 +248,7 @@ class Supervisor:
         self._run_as = run_as
         self._on_progress = on_progress
         self._answered = answered
+        self._gave_up = gave_up  # the CLI said the attempt is over, though it runs on
         self._tail = Tail()
         self._stderr = Tail(limit=16 * 1024)
 
@@ -408,6 +410,8 @@ class Supervisor:
             return Classification.CANCELLED, "cancelled by runner shutdown"
         if lease_lost.is_set():
             return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
+        if self._gave_up is not None and (said := self._gave_up()) is not None:
+            return said
         return overdue(clocks, self._limits, now)
 
     def _closing(self, clocks: Clocks, now: float) -> str | None:

@@ -303,7 +303,7 @@ class RunExecutor:
             decision.step.value,
         )
         if decision.step is decide.Step.COOLDOWN:
-            return self._cooldown(decision.reason, "routing")
+            return self._cooldown(decision.reason, f"router {error.cause.value}")
         if decision.step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
@@ -764,10 +764,14 @@ class RunExecutor:
         if self.turn_begun:
             self.state.goal_turn -= 1
         self._save_state_if_possible()
-        waits = _recent_capacity_waits(self.board.runs(self.task.id))
-        seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        # The wait doubles with each cooldown in a row, whatever its cause.
+        seconds = rules.cooldown(
+            self.state.cooldowns, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max
+        )
         return self._requeue(
-            f"{reason} (next attempt in {seconds:.0f} s)", f"capacity: {reason}", seconds
+            f"{reason} (next attempt in {seconds:.0f} s)",
+            f"{cause}: {reason}",  # the run says why it waits: capacity, router unreachable
+            seconds,
         )
 
     def _requeue(self, reason: str, board_reason: str, seconds: float) -> RunReport:
@@ -889,15 +893,3 @@ def _storable(attempt: Attempt) -> Attempt:
 def _home_of(user: str | None) -> Path | None:
     """The worker user's own home: its CLI credentials live there, not in the runner's."""
     return Path(pwd.getpwnam(user).pw_dir) if user else None
-
-
-def _recent_capacity_waits(runs: list[Run]) -> int:
-    """How many of the task's latest runs in a row ended waiting for capacity."""
-    waits = 0
-    for run in sorted(runs, key=lambda r: r.id, reverse=True):
-        if run.outcome is None:
-            continue
-        if run.outcome is not Outcome.RECLAIMED or not (run.reason or "").startswith("capacity:"):
-            break
-        waits += 1
-    return waits

@@ -279,6 +279,35 @@ def _repository_lock(common: Path) -> threading.Lock:
         return _REPOSITORY_LOCKS.setdefault(common, threading.Lock())
 
 
+def check_source(source: Path, owner: str | None = None) -> None:
+    """What a run would meet, checked when the task is filed (``task add``, ``task edit``):
+    ``source`` is a directory, a git repository with a commit, that git run as ``owner``
+    (the worker user, when given) can read. WorkspaceError quotes git's own words.
+    """
+    if not source.is_dir():
+        raise WorkspaceError(f"workspace {source} does not exist or is not a directory")
+    said = _git("rev-parse", "--show-toplevel", cwd=source, owner=owner)
+    if said.returncode != 0:
+        if DUBIOUS_OWNERSHIP in said.stderr:
+            raise _not_a_repository(source, owner)
+        words = said.stderr.strip() or f"exit status {said.returncode}"
+        raise WorkspaceError(
+            f"workspace {source} cannot be used{_as(owner)}: git said: {words}"
+            + (" (run 'git init' there and commit once)" if "not a git repository" in words else "")
+        )
+    head = _git("log", "-1", "--format=%H", cwd=source, owner=owner)
+    if head.returncode != 0:
+        words = head.stderr.strip() or f"exit status {head.returncode}"
+        raise WorkspaceError(
+            f"workspace {source} has no commit to start a worktree from: git said: {words} "
+            "(commit once)"
+        )
+
+
+def _as(owner: str | None) -> str:
+    return f" by the worker user {owner}" if owner else ""
+
+
 def _create(
     source: Path,
     worktree: Path,

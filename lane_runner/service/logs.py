@@ -52,6 +52,11 @@ def context_of(record: logging.LogRecord) -> dict[str, Any]:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def timestamp_of(record: logging.LogRecord) -> str:
+    """When the record was made: ISO 8601 UTC with milliseconds, in both formats."""
+    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: timestamp, level, logger, event, then board/task/run.
 
@@ -60,9 +65,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         document: dict[str, Any] = {
-            "timestamp": datetime.fromtimestamp(record.created, UTC).isoformat(
-                timespec="milliseconds"
-            ),
+            "timestamp": timestamp_of(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": redact.text(record.getMessage()),
@@ -74,14 +77,18 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """``lane-runner: <level> <message> [board/task run N]`` for people at a terminal."""
+    """``<timestamp> lane-runner: <level>: <message> [board/task run N]`` for people at a
+    terminal or in a file: a daemon's text log is read long after it was written."""
 
     def format(self, record: logging.LogRecord) -> str:
         context = context_of(record)
         where = "/".join(str(context[key]) for key in ("board", "task") if key in context)
         if "run" in context:
             where = f"{where} run {context['run']}".strip()
-        line = f"lane-runner: {record.levelname.lower()}: {redact.text(record.getMessage())}"
+        line = (
+            f"{timestamp_of(record)} lane-runner: {record.levelname.lower()}: "
+            f"{redact.text(record.getMessage())}"
+        )
         if where:
             line += f" [{where}]"
         if record.exc_info:

@@ -133,6 +133,12 @@ def load(active: int, pending: int) -> None:
     PENDING_FINALIZATIONS.set(pending)
 
 
+def memory_available(available: int | None) -> None:
+    """The memory a new run could use, as the claim guard just read it (unreadable: NaN,
+    so a dashboard shows a gap rather than a 0 that reads as pressure)."""
+    MEMORY_AVAILABLE.set(float("nan") if available is None else available)
+
+
 def controls(
     *,
     paused: bool,

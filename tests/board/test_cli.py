@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import git
+
 #: The console script installed beside the interpreter running the tests.
 LANE_RUNNER = str(Path(sys.executable).with_name("lane-runner"))
 
@@ -52,10 +54,13 @@ def cli(tmp_path: Path) -> Cli:
 def test_file_list_and_show(cli: Cli, tmp_path: Path) -> None:
     body = tmp_path / "body.md"
     body.write_text("do the thing\n")
+    repo = tmp_path / "repo"
+    git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
     parent = cli.json(
         "task", "add", "--board", "main", "--title", "first", "--id", "a",
         "--body-file", str(body), "--assignee", "cli-codex-high", "--priority", "2",
-        "--workspace", str(tmp_path), "--max-runtime", "600", "--goal-turns", "3",
+        "--workspace", str(repo), "--max-runtime", "600", "--goal-turns", "3",
     )
     assert isinstance(parent, dict)
     assert {k: parent[k] for k in ("id", "board", "status", "assignee", "priority", "body")} == {
@@ -64,14 +69,15 @@ def test_file_list_and_show(cli: Cli, tmp_path: Path) -> None:
     }
     assert parent["created_at"].endswith("Z") and parent["next_attempt_at"] is None
     assert (parent["workspace"], parent["max_runtime"], parent["goal_turns"]) == (
-        str(tmp_path), 600.0, 3,
+        str(repo), 600.0, 3,
     )
     assert cli.ok("task", "add", "--board", "main", "--title", "second", "--parent", "a",
                   "--body-file", "-", stdin="from stdin").startswith("added main/t-")
 
     listing = cli.ok("task", "ls")
     lines = listing.splitlines()
-    assert lines[0].split() == ["BOARD", "ID", "STATUS", "ASSIGNEE", "PRIORITY", "UPDATED", "TITLE"]
+    assert lines[0].split() == ["BOARD", "ID", "STATUS", "ASSIGNEE", "PROVIDER", "NODE", "PRIORITY",
+                                "UPDATED", "TITLE", "BLOCKED", "BECAUSE"]
     assert lines[1].split()[:3] == ["main", "a", "ready"]
     assert lines[2].split()[2] == "todo"
     assert lines[1].index("ready") == lines[2].index("todo")  # aligned columns
@@ -146,7 +152,7 @@ def test_bad_input_writes_nothing(cli: Cli, tmp_path: Path) -> None:
         ("256 KiB", (*add, "--body-file", str(big))),
         ("invalid assignee", (*add, "--assignee", "cli-gpt-high")),
         ("already exists", (*add, "--id", "t")),
-        ("goal turns", (*add, "--goal-turns", "0")),
+        ("--goal-turns", (*add, "--goal-turns", "0")),
         ("no task", ("task", "show", "--board", "main", "nope")),
         ("no board", ("task", "show", "--board", "nope", "t")),
         ("invalid board 'a b'", ("board", "create", "a b")),

@@ -130,8 +130,8 @@ def test_a_lost_lease_kills_the_provider_and_commits_nothing_for_that_run(lane: 
     assert daemon.wait(timeout=30) == 0
 
 
-def test_a_reconnecting_provider_stalls_and_falls_back_freeing_its_slot(lane: Lane) -> None:
-    lane.write_config(stall_timeout=1.0, concurrency=1)
+def test_a_codex_out_of_reconnects_falls_back_freeing_its_slot(lane: Lane) -> None:
+    lane.write_config(stall_timeout=600.0, concurrency=1)
     stuck = lane.add(
         "offline codex", body="[sim@codex:reconnect-forever]", assignee="cli-codex-low"
     )
@@ -140,7 +140,7 @@ def test_a_reconnecting_provider_stalls_and_falls_back_freeing_its_slot(lane: La
     assert lane.board.get_task(stuck.id).status is Status.DONE
     assert lane.board.get_task(other.id).status is Status.DONE
     state = orjson.loads((lane.home.lane_dir(BOARD) / f"{stuck.id}.json").read_bytes())
-    assert [a["classification"] for a in state["attempts"]] == ["stalled", "ok"]
+    assert [a["classification"] for a in state["attempts"]] == ["auth", "ok"]
     assert [a["provider"] for a in state["attempts"]] == ["codex", "claude"]
 
 

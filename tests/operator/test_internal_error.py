@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 import pytest
 
@@ -16,21 +17,17 @@ def test_an_unexpected_exception_is_one_redacted_line(
     def broken(args: argparse.Namespace) -> int:
         raise RuntimeError("cannot reach http://ops:hunter2@router.internal/route")
 
-    parser = cli.build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: _with_handler(parser, broken))
+    parse = cli.parse
+
+    def with_broken_handler(
+        parser: argparse.ArgumentParser, argv: Sequence[str] | None
+    ) -> argparse.Namespace:
+        args = parse(parser, argv)
+        args.handler = broken
+        return args
+
+    monkeypatch.setattr(cli, "parse", with_broken_handler)
     assert cli.main(["status"]) == cli.INTERNAL_ERROR
     err = capsys.readouterr().err
     assert "internal error: RuntimeError" in err and "http://ops:***@router.internal" in err
     assert "hunter2" not in err and "Traceback" not in err
-
-
-def _with_handler(parser: argparse.ArgumentParser, handler: object) -> argparse.ArgumentParser:
-    original = parser.parse_args
-
-    def parse_args(argv: object = None) -> argparse.Namespace:
-        args = original(argv)  # type: ignore[arg-type]
-        args.handler = handler
-        return args
-
-    parser.parse_args = parse_args  # type: ignore[method-assign]
-    return parser

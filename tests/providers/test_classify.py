@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from lane_runner.providers import Classification, claude, codex
+from lane_runner.providers.classify import gave_up
 from lane_runner.providers.model import Attempt
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.run import conclude
@@ -119,6 +120,22 @@ def test_reconnect_events_are_not_meaningful_but_items_are() -> None:
     assert codex.observe(reading, {"type": "item.started", "item": {"type": "reasoning"}})
     assert not claude.observe(reading, {"type": "system", "subtype": "api_retry", "attempt": 1})
     assert claude.observe(reading, {"type": "assistant", "message": {}})
+
+
+def test_codex_gives_up_once_its_reconnects_are_spent_not_before() -> None:
+    """The real stream (tests/providers/fixtures/real-cli/codex-reconnect.stdout): n/5 is
+    chatter; "waiting for network" is codex's last word, an authentication failure."""
+    reading = Reading()
+    for n in range(1, 6):
+        codex.observe(reading, {"type": "error", "message": f"Reconnecting... {n}/5 (dns)"})
+        assert gave_up(reading.signals) is None
+    codex.observe(reading, {"type": "error", "message":
+                            "Reconnecting... waiting for network (Connection failed)"})
+    verdict = gave_up(reading.signals)
+    assert verdict is not None and verdict[0] is Classification.AUTH
+    assert verdict[1].endswith("Reconnecting... waiting for network (Connection failed)")
+    codex.observe(reading, {"type": "turn.completed"})
+    assert gave_up(reading.signals) is not None  # turn events are no error: the last word stands
 
 
 CLAUDE_NOT_LOGGED_IN = [

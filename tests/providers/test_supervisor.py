@@ -96,13 +96,23 @@ def test_cancel_terminates(make_request: RequestFactory) -> None:
     assert attempt.signal == 15
 
 
-@pytest.mark.parametrize("provider", ["codex", "claude"])
-def test_stall_clock_fires_on_reconnect_forever(make_request: RequestFactory,
-                                                provider: str) -> None:
-    req = make_request(provider, prompt="[sim:reconnect-forever] x", stall_timeout=1.0)
+def test_stall_clock_fires_on_retries_forever(make_request: RequestFactory) -> None:
+    req = make_request("claude", prompt="[sim:reconnect-forever] x", stall_timeout=1.0)
     attempt = run_attempt(req)
     assert attempt.classification is Classification.STALLED, attempt.reason
-    assert "Reconnecting" in attempt.tail or "api_retry" in attempt.tail
+    assert "api_retry" in attempt.tail
+
+
+def test_codex_that_spent_its_reconnects_is_an_auth_failure_not_a_stall(
+    make_request: RequestFactory,
+) -> None:
+    """Offline or without usable credentials, codex waits for the network for ever once
+    its five reconnects are spent: that word ends the attempt, long before the stall clock."""
+    req = make_request("codex", prompt="[sim:reconnect-forever] x", stall_timeout=600.0)
+    attempt = run_attempt(req)
+    assert attempt.classification is Classification.AUTH, attempt.reason
+    assert "could not reach its service after its reconnects" in attempt.reason
+    assert "waiting for network" in attempt.reason and "5/5" in attempt.tail
 
 
 @pytest.mark.parametrize("provider", ["codex", "claude"])

@@ -1,4 +1,4 @@
-"""``lane-runner board create|ls``: the boards tasks are filed on."""
+"""``lane-runner board create|ls|delete``: the boards tasks are filed on."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from lane_runner.cli.output import print_json, print_table
 
 
 def register(subparsers: Any) -> None:
-    group = subparsers.add_parser("board", help="create and list boards")
+    group = subparsers.add_parser("board", help="create, list and delete boards")
     commands = group.add_subparsers(dest="board_command", metavar="ACTION", required=True)
     create = commands.add_parser("create", help="create an empty board")
     create.add_argument("name", help="the board slug: letters, digits, '_', '.', '-'")
@@ -23,6 +23,15 @@ def register(subparsers: Any) -> None:
     listing = commands.add_parser("ls", help="every board with its task counts")
     add_json_flag(listing)
     listing.set_defaults(handler=list_boards)
+    delete = commands.add_parser(
+        "delete", help="remove a board whose tasks are all archived, with everything on it"
+    )
+    delete.add_argument("name", help="the board slug")
+    delete.add_argument(
+        "--force", action="store_true", help="archive its tasks first (never a running one)"
+    )
+    add_json_flag(delete)
+    delete.set_defaults(handler=delete_board)
 
 
 def create_board(args: argparse.Namespace) -> int:
@@ -60,4 +69,15 @@ def list_boards(args: argparse.Namespace) -> int:
         for entry in entries
     ]
     print_table(("board", *statuses, "note"), rows)
+    return 0
+
+
+def delete_board(args: argparse.Namespace) -> int:
+    """One transaction empties the board (refused while anything runs), then it goes."""
+    with closing(open_store(load_config(args))) as store:
+        deleted = store.delete_board(args.name, force=args.force)
+    if args.json:
+        print_json({"board": args.name, "deleted": True, "tasks_deleted": deleted})
+    else:
+        print(f"deleted board {args.name} and its {deleted} task(s)")
     return 0

@@ -18,6 +18,7 @@ from contextlib import closing
 from typing import Any
 
 from lane_runner.board import open_store
+from lane_runner.cli.arguments import seconds
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, timestamp
 from lane_runner.errors import LaneRunnerError, UsageError
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> None:
     stop = subparsers.add_parser("pause", help="claim nothing new; running work finishes")
     stop.add_argument("--reason", default="paused by an operator", help="shown in status")
     stop.add_argument("--wait", action="store_true", help="return once nothing runs (a drain)")
-    stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    stop.add_argument("--timeout", type=seconds, help="with --wait: give up after this many s")
     stop.add_argument("--board", help="pause this board for every runner (stored on the board)")
     add_json_flag(stop)
     stop.set_defaults(handler=pause_runner)
@@ -53,8 +54,8 @@ def _who() -> str:
 
 
 def pause_runner(args: argparse.Namespace) -> int:
-    if args.timeout is not None and (not args.wait or args.timeout <= 0):
-        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    if args.timeout is not None and not args.wait:
+        raise UsageError("--timeout goes with --wait")
     cfg = load_config(args)
     if args.board:
         with closing(open_store(cfg)) as store:

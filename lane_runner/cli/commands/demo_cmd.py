@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.cli import demo
+from lane_runner.cli.main import add_json_flag
 
 
 def register(subparsers: Any) -> None:
@@ -24,8 +25,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="use the bundled simulated CLIs even where the real ones are installed",
     )
+    add_json_flag(parser)
     parser.set_defaults(handler=run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    return demo.run(args.home, simulated=args.simulated)
+    return demo.run(args.home, simulated=args.simulated, as_json=args.json)

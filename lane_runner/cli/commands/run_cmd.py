@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="claim nothing: route the ready tasks and print what would run where",
+        help="claim nothing: route the ready tasks and print what would run where "
+        "(exit 1 when one cannot be routed)",
     )
     run.add_argument("--board", help="with --dry-run: one board (default: all)")
     add_json_flag(run)
@@ -100,8 +101,7 @@ def _idle(daemon: Daemon) -> bool:
 def run_daemon(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     if args.dry_run:
-        dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
-        return 0
+        return dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
     if args.board or args.json:
         raise UsageError("--board and --json go with --dry-run; the daemon serves every board")
     return Daemon(cfg, until=_idle if args.until_idle else None).serve()

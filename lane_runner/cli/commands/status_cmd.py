@@ -3,24 +3,30 @@
 The daemon's own view comes from ``status.json`` and is believed only while
 the home lock is held by the pid that wrote it (``status.judge``). Board counts,
 provider health and pending finalizations are read directly, so they are
-right even when no daemon runs.
+right even when no daemon runs. ``--watch`` prints it again every ``--interval``
+seconds (JSON Lines with ``--json``) until Ctrl-C or its reader goes away.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from contextlib import closing
 from dataclasses import asdict
 from typing import Any
 
+import orjson
+
 from journal import Journal
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
 from lane_runner.cli import inspection
+from lane_runner.cli.arguments import seconds, whole
 from lane_runner.cli.main import add_json_flag, load_config
-from lane_runner.cli.output import duration, print_json, print_table, timestamp
+from lane_runner.cli.output import duration, ensure_reader, print_json, print_table, timestamp
 from lane_runner.config import Config
+from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import health
 from lane_runner.run import lanestate
@@ -31,6 +37,13 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status", help="daemon, active runs, provider health, board counts, pending results"
     )
+    parser.add_argument(
+        "--watch", action="store_true", help="print it again every --interval s until Ctrl-C"
+    )
+    parser.add_argument(
+        "--interval", type=seconds, default=2.0, help="with --watch: seconds between (2)"
+    )
+    parser.add_argument("--count", type=whole(1), help="with --watch: stop after this many")
     add_json_flag(parser)
     parser.set_defaults(handler=show_status)
 
@@ -125,14 +138,44 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
     }
 
 
+#: Home the cursor and clear the screen: a watching terminal shows one status, not a scroll.
+CLEAR = "\x1b[H\x1b[2J"
+#: How often a watch between refreshes looks whether its reader is still there.
+READER_LOOK = 0.2
+
+
 def show_status(args: argparse.Namespace) -> int:
-    now = time.time()
-    document = collect(load_config(args), now)
-    if args.json:
-        print_json(document)
-    else:
-        _print(document, now)
-    return 0
+    if args.count is not None and not args.watch:
+        raise UsageError("--count goes with --watch")
+    cfg = load_config(args)
+    shown = 0
+    try:
+        while True:
+            now = time.time()
+            document = collect(cfg, now)
+            if args.json and args.watch:
+                sys.stdout.buffer.write(orjson.dumps(document) + b"\n")  # JSON Lines
+            elif args.json:
+                print_json(document)
+            else:
+                if args.watch and sys.stdout.isatty():
+                    sys.stdout.write(CLEAR)
+                _print(document, now)
+            sys.stdout.flush()
+            shown += 1
+            if not args.watch or shown == args.count:
+                return 0
+            _pause(args.interval)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how a watch ends
+
+
+def _pause(interval: float) -> None:
+    """Sleep ``interval`` s, ending early (BrokenPipeError) once the reader has gone."""
+    deadline = time.monotonic() + interval
+    while (left := deadline - time.monotonic()) > 0:
+        ensure_reader()
+        time.sleep(min(READER_LOOK, left))
 
 
 def _ago(now: float, at: float | None) -> str | None:

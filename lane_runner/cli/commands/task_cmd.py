@@ -1,23 +1,40 @@
-"""``lane-runner task add|ls|show|comment|unblock|archive``: filing and inspecting tasks."""
+"""``lane-runner task add|ls|show|comment|unblock|route|stop|archive``: filing and
+inspecting tasks (``edit``, ``retry`` and ``delete`` live in ``task_change_cmd``)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+from collections.abc import Iterator
 from contextlib import closing, suppress
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
+
+import orjson
 
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
-from lane_runner.board.rules import MAX_BODY_BYTES
+from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
+from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
+from lane_runner.cli.ranby import RanBy, ran_by
+from lane_runner.cli.tasks import (
+    board_of,
+    checked_workspace,
+    comment_document,
+    event_document,
+    read_body,
+    report,
+    run_document,
+    task_board,
+    task_document,
+    task_target,
+)
 from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.home import Home
 
 STOP_POLL = 0.2
 
@@ -38,14 +55,17 @@ def register(subparsers: Any) -> None:
     body.add_argument("--body-file", help="read the task text from a file ('-' for stdin)")
     add.add_argument("--id", help="the task id (default: a generated t-<8 hex>)")
     add.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>")
-    add.add_argument("--workspace", help="the git repository the task works in")
+    add.add_argument(
+        "--workspace",
+        help="the git repository the task works in (checked now: it must have a commit)",
+    )
     add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
     add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
-    add.add_argument("--max-runtime", type=float, help="seconds per run (default: config)")
-    add.add_argument("--goal-turns", type=int, default=1, help="turns before giving up (1)")
+    add.add_argument("--max-runtime", type=seconds, help="seconds per run (default: config)")
+    add.add_argument("--goal-turns", type=whole(1), default=1, help="turns before giving up (1)")
     add.add_argument(
         "--max-retries",
-        type=int,
+        type=whole(0, MAX_RETRIES),
         help="counted failures retried before the task is blocked (default: failure_limit - 1)",
     )
     add_json_flag(add)
@@ -58,118 +78,68 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(handler=list_tasks)
 
     show = commands.add_parser("show", help="a task with its runs, events, comments, result")
-    _task_target(show)
+    task_target(show)
     show.set_defaults(handler=show_task)
 
     comment = commands.add_parser("comment", help="add a comment to a task")
-    _task_target(comment)
+    task_target(comment)
     comment.add_argument("text")
     comment.add_argument("--author", default="operator")
     comment.set_defaults(handler=comment_task)
 
     unblock = commands.add_parser("unblock", help="return a blocked task to ready")
-    _task_target(unblock)
+    task_target(unblock)
     unblock.set_defaults(handler=unblock_task)
 
     route = commands.add_parser(
-        "route", help="claim nothing: print where the task would run, with which argv"
+        "route",
+        help="claim nothing: print where the task would run, with which argv "
+        "(exit 1 when it cannot be routed)",
     )
-    _task_target(route)
+    task_target(route)
     route.set_defaults(handler=route_task)
 
     stop = commands.add_parser(
         "stop", help="end a running task's run: its process tree is killed, it is not a failure"
     )
-    _task_target(stop)
+    task_target(stop)
     stop.add_argument("--reason", default="stopped by an operator", help="recorded on the run")
     stop.add_argument(
         "--requeue", action="store_true", help="back to ready instead of blocked"
     )
     stop.add_argument("--wait", action="store_true", help="return once the run has ended")
-    stop.add_argument("--timeout", type=float, help="with --wait: give up after this many s")
+    stop.add_argument("--timeout", type=seconds, help="with --wait: give up after this many s")
     stop.set_defaults(handler=stop_task)
 
     archive = commands.add_parser("archive", help="archive a task that is not running")
-    _task_target(archive)
+    task_target(archive)
     archive.set_defaults(handler=archive_task)
 
-
-def _task_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help="the task id")
-    parser.add_argument("--board", required=True)
-    add_json_flag(parser)
+    task_change_cmd.register_actions(commands)
 
 
 def _store(args: argparse.Namespace) -> Store:
     return open_store(load_config(args))
 
 
-# -- documents ---------------------------------------------------------------------
-
-
-def task_document(task: Task) -> dict[str, Any]:
-    """The task record's own field names, times as ISO 8601 UTC."""
-    document = asdict(task)
-    document["parents"] = list(task.parents)
-    for name in ("next_attempt_at", "created_at", "updated_at"):
-        document[name] = timestamp(document[name])
-    return document
-
-
-def run_document(run: Run) -> dict[str, Any]:
-    document = asdict(run)
-    for name in ("claimed_at", "lease_expires_at", "heartbeat_at", "ended_at"):
-        document[name] = timestamp(document[name])
-    return document
-
-
-def event_document(event: Event) -> dict[str, Any]:
-    return {**asdict(event), "at": timestamp(event.at)}
-
-
-def comment_document(comment: Comment) -> dict[str, Any]:
-    return {**asdict(comment), "at": timestamp(comment.at)}
-
-
 # -- handlers ----------------------------------------------------------------------
 
 
-def _read_body(args: argparse.Namespace) -> str:
-    if args.body_file is None:
-        return str(args.body)
-    try:
-        if args.body_file == "-":
-            raw = sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
-        else:
-            with Path(args.body_file).open("rb") as handle:
-                raw = handle.read(MAX_BODY_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"cannot read --body-file {args.body_file}: {error.strerror}") from None
-    if len(raw) > MAX_BODY_BYTES:
-        raise UsageError(
-            f"--body-file {args.body_file} is over the {MAX_BODY_BYTES // 1024} KiB limit; "
-            "put the detail in a file in the workspace and point to it"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"--body-file {args.body_file} is not UTF-8 text") from None
-
-
 def add_task(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
     new = NewTask(
         title=args.title,
-        body=_read_body(args),
+        body=read_body(args),
         id=args.id,
         assignee=args.assignee,
         priority=args.priority,
         parents=tuple(args.parent),
-        workspace=str(Path(args.workspace).expanduser().absolute()) if args.workspace else None,
+        workspace=checked_workspace(cfg, args.workspace) if args.workspace else None,
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
         max_retries=args.max_retries,
     )
-    with closing(_store(args)) as store:
+    with closing(open_store(cfg)) as store:
         task = store.board(args.board).add_task(new)
     if args.json:
         print_json(task_document(task))
@@ -194,25 +164,43 @@ def _boards(store: Store, slug: str | None) -> list[Board]:
 
 
 def list_tasks(args: argparse.Namespace) -> int:
+    """The tasks, with who ran each last (provider, node) and why a blocked one is."""
     status = Status(args.status) if args.status else None
-    with closing(_store(args)) as store:
-        tasks = [task for board in _boards(store, args.board) for task in board.list_tasks(status)]
+    cfg = load_config(args)
+    home = Home(cfg.home)
+    rows: list[tuple[Task, RanBy]] = []
+    with closing(open_store(cfg)) as store:
+        for board in _boards(store, args.board):
+            who = ran_by(board, home.lane_dir(board.slug))
+            rows += [(task, who.get(task.id, RanBy())) for task in board.list_tasks(status)]
     if args.json:
-        print_json([task_document(task) for task in tasks])
+        print_json([{**task_document(t), "provider": r.provider, "node": r.node} for t, r in rows])
         return 0
     print_table(
-        ("board", "id", "status", "assignee", "priority", "updated", "title"),
+        ("board", "id", "status", "assignee", "provider", "node", "priority", "updated", "title",
+         "blocked because"),
         [
-            (t.board, t.id, t.status, t.assignee, t.priority, timestamp(t.updated_at), t.title)
-            for t in tasks
+            (t.board, t.id, t.status, t.assignee, r.provider, r.node, t.priority,
+             timestamp(t.updated_at), _cut(t.title), _cut(t.block_reason))
+            for t, r in rows
         ],
     )
     return 0
 
 
+#: A column of free text in ``task ls`` is cut to this many characters (``show`` has it all).
+SHOWN = 60
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= SHOWN:
+        return text
+    return text[: SHOWN - 1] + "…"
+
+
 def show_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        board = store.board(args.board)
+        board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
     if args.json:
@@ -259,12 +247,27 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
 
 
 def _inline(data: dict[str, Any]) -> str:
-    return " ".join(f"{key}={value}" for key, value in data.items() if value is not None)
+    """An event's data (or a result) on one line for people: ``key=value``, nested objects
+    as dotted keys (``metadata.route.provider=codex``), lists as JSON, never Python's repr."""
+    return " ".join(f"{key}={value}" for key, value in _flat(data, ""))
+
+
+def _flat(data: dict[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            yield from _flat(value, f"{name}.")
+        elif isinstance(value, str):
+            yield name, value
+        else:
+            yield name, orjson.dumps(value).decode()
 
 
 def comment_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        comment = store.board(args.board).comment(args.task, args.text, author=args.author)
+        comment = task_board(store, args).comment(args.task, args.text, author=args.author)
     if args.json:
         print_json(comment_document(comment))
     else:
@@ -274,21 +277,23 @@ def comment_task(args: argparse.Namespace) -> int:
 
 def unblock_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = store.board(args.board).unblock(args.task)
-    return _report(args, task, "unblocked")
+        task = task_board(store, args).unblock(args.task)
+    return report(args, task, "unblocked")
 
 
 def route_task(args: argparse.Namespace) -> int:
-    found = dryrun.previews(load_config(args), args.board, args.task)
-    dryrun.show(found, args.json)
-    return 0
+    cfg = load_config(args)
+    with closing(open_store(cfg)) as store:
+        slug = board_of(store, args.task, args.board)
+    found = dryrun.previews(cfg, slug, args.task)
+    return dryrun.show(found, args.json)
 
 
 def stop_task(args: argparse.Namespace) -> int:
-    if args.timeout is not None and (not args.wait or args.timeout <= 0):
-        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    if args.timeout is not None and not args.wait:
+        raise UsageError("--timeout goes with --wait")
     with closing(_store(args)) as store:
-        board = store.board(args.board)
+        board = task_board(store, args)
         run = board.request_stop(args.task, args.reason, requeue=args.requeue)
         if args.wait:
             run = _wait_for_end(board, run, args.timeout)
@@ -319,13 +324,5 @@ def _wait_for_end(board: Board, run: Run, timeout: float | None) -> Run:
 
 def archive_task(args: argparse.Namespace) -> int:
     with closing(_store(args)) as store:
-        task = store.board(args.board).archive(args.task)
-    return _report(args, task, "archived")
-
-
-def _report(args: argparse.Namespace, task: Task, verb: str) -> int:
-    if args.json:
-        print_json(task_document(task))
-    else:
-        print(f"{verb} {task.board}/{task.id} (now {task.status})")
-    return 0
+        task = task_board(store, args).archive(args.task)
+    return report(args, task, "archived")

@@ -3,9 +3,9 @@
 Accepts the argv lane-runner uses (``-p --output-format stream-json --verbose
 --json-schema --model --effort --dangerously-skip-permissions --autocompact
 --settings --disallowedTools ... --session-id|--resume ID``) and rejects anything
-else the way commander does (``error: unknown option``, exit 1). The root refusal of
-``--dangerously-skip-permissions`` is played only with
-``LANE_RUNNER_SIM_ROOT_REFUSAL=1``, since demos and tests often run as root.
+else the way commander does (``error: unknown option``, exit 1). As root it refuses
+``--dangerously-skip-permissions`` as the real one does, unless ``IS_SANDBOX=1`` (or
+``CLAUDE_CODE_BUBBLEWRAP=1``) says it is in a sandbox.
 """
 
 from __future__ import annotations

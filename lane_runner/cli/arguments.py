@@ -1,0 +1,38 @@
+"""Argument types that check a value where argparse can name the option it came with.
+
+A bad number is refused by the parser as ``argument --goal-turns: at least 1, not 0``:
+the option, the rule and the value, before anything is opened or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An integer from ``minimum`` (to ``maximum``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a whole number, not {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            rule = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+            raise argparse.ArgumentTypeError(f"{rule}, not {value}")
+        return value
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of seconds, not {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"more than 0 seconds, not {text}")
+    return value
