@@ -23,6 +23,7 @@ from lane_runner import files, redact
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, is_lane_assignee, is_model_name
+from lane_runner.providers import codex
 
 ENV_PREFIX = "LANE_RUNNER_"
 # LANE_RUNNER_* variables that are not settings: the home, the simulators' knobs
@@ -183,6 +184,47 @@ def _worker_env(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _table(value: Any) -> dict[str, Any]:
+    """A TOML table from ``config.toml``, or the same written as TOML in the environment
+    (``LANE_RUNNER_CLAUDE_ENV='ANTHROPIC_BASE_URL = "https://gw.example/"'``)."""
+    if isinstance(value, dict):
+        return value
+    try:
+        return tomllib.loads(_text(value))
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"expected TOML key = value lines ({error})") from None
+
+
+def _codex_config(value: Any) -> dict[str, Any]:
+    """codex's own settings (model provider, gateway): flat dotted keys, one ``-c`` each."""
+    return codex.overrides(_table(value))
+
+
+def _cli_env(value: Any) -> dict[str, str]:
+    """Variables set in one CLI's environment: names to strings, never the runner's own."""
+    env: dict[str, str] = {}
+    for name, raw in _table(value).items():
+        if not _VARIABLE.fullmatch(name) or name.endswith("*"):
+            raise ValueError(f"{name!r} is not a variable name")
+        if name.upper().startswith("LANE_RUNNER_"):
+            raise ValueError(f"{name!r}: the runner's own settings never reach workers")
+        if not isinstance(raw, str):
+            raise ValueError(f"{name}: expected a string (write \"1\", not 1 or true)")
+        env[name] = raw
+    return env
+
+
+def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
+    """``<provider>_config``: the operator's settings of that CLI's own configuration
+    (codex's ``-c``); empty for a CLI configured only through its environment."""
+    return dict(cfg.values.get(f"{provider}_config") or {})
+
+
+def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
+    """``<provider>_env``: variables the operator sets for that CLI's workers."""
+    return dict(cfg.values[f"{provider}_env"])
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _text(value).strip()
@@ -266,6 +308,19 @@ KEYS: tuple[Key, ...] = (
     Key("router_judge_route", _route_id(), "lane/judge", "route id asked for the router judge"),
     Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
     Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
+    Key(
+        "codex_config",
+        _codex_config,
+        {},
+        "codex settings passed as -c key=value (model_provider, model_providers.<id>...)",
+    ),
+    Key("codex_env", _cli_env, {}, "variables set for codex workers (the gateway's key)"),
+    Key(
+        "claude_env",
+        _cli_env,
+        {},
+        "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)",
+    ),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
     Key(

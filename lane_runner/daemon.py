@@ -457,7 +457,10 @@ class Daemon:
         """Stop claiming; give running work a grace period, then kill the process trees.
 
         Runs cut short stay claimed: the next start reclaims them and the provider
-        sessions resume. Accepted results are already in the journal.
+        sessions resume. Accepted results are already in the journal. Returns only once
+        every run's thread has ended, so every git command and CLI it started is gone:
+        the home lock is released after this, and a ``recover`` that takes it must not
+        reclaim a run whose git is still running.
         """
         self.stopping = True
         if self.stop_signal is not None:
@@ -471,9 +474,15 @@ class Daemon:
         if running:
             log.info("grace period over: terminating %d provider process trees", len(running))
             self.services.cancel_all()
-            concurrent.futures.wait(running, timeout=max(10.0, grace))
+            done, running = concurrent.futures.wait(running, timeout=max(10.0, grace))
+        if running:
+            log.warning(
+                "%d runs still wait for a git command or their CLI to end; the home stays "
+                "locked until they do",
+                len(running),
+            )
+        self.pool.shutdown(wait=True, cancel_futures=True)
         self._reap()
-        self.pool.shutdown(wait=False, cancel_futures=True)
         self.publisher.withdraw()
         if self.metrics_server is not None:
             self.metrics_server.close()

@@ -64,6 +64,15 @@ class Home:
         return self.root / "runner.lock"
 
     @property
+    def node_file(self) -> Path:
+        return self.root / "node-id"
+
+    @property
+    def node_binding_file(self) -> Path:
+        """Which home the node id was made for (see ``service/identity.py``)."""
+        return self.root / "node-home.json"
+
+    @property
     def config_file(self) -> Path:
         return self.root / "config.toml"
 
@@ -107,7 +116,14 @@ class Home:
     def _state_paths(self, worker_user: str | None) -> list[tuple[Path, int]]:
         passing = 0o711 if worker_user else files.PRIVATE_DIR
         paths = [(self.root, passing), (self.worktrees, passing)]
-        for name in ("config.toml", "node-id", "runner.lock", "status.json", "paused.json"):
+        for name in (
+            "config.toml",
+            "node-id",
+            "node-home.json",
+            "runner.lock",
+            "status.json",
+            "paused.json",
+        ):
             paths.append((self.root / name, files.PRIVATE_FILE))
         for name in SHARED_FILES:
             paths.append((self.root / name, files.SHARED_FILE))
@@ -148,16 +164,18 @@ class Home:
             path.chmod(0o711)
 
     def node_id(self) -> str:
-        """This runner's stable identity; created once, then read (claims are owned by it)."""
-        path = self.root / "node-id"
+        """This runner's stable identity; created once, then read (claims are owned by it).
+
+        The daemon and ``recover`` take it through ``service/identity.py``, which also
+        checks that this home is the one it was made for."""
+        path = self.node_file
         try:
             return files.read(path, NODE_ID_BYTES).decode("utf-8", "replace").strip()
         except FileNotFoundError:
             pass
         self.ensure()
-        candidate = f"{os.uname().nodename}-{uuid.uuid4().hex[:12]}"
         temporary = path.with_name(f".node-id.{os.getpid()}")
-        files.write(temporary, (candidate + "\n").encode())
+        files.write(temporary, (fresh_node_id() + "\n").encode())
         try:
             os.link(temporary, path)  # never replaces an identity another process just wrote
         except FileExistsError:
@@ -165,6 +183,11 @@ class Home:
         finally:
             temporary.unlink()
         return files.read(path, NODE_ID_BYTES).decode("utf-8", "replace").strip()
+
+
+def fresh_node_id() -> str:
+    """A new node id: the machine's name, for people, and 48 random bits, for uniqueness."""
+    return f"{os.uname().nodename}-{uuid.uuid4().hex[:12]}"
 
 
 def _not_a_directory(path: Path) -> list[str]:

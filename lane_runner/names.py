@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from lane_runner.errors import UsageError
 
@@ -50,6 +51,17 @@ class Lane:
 def is_model_name(value: str) -> bool:
     """True for a model name safe to pass to a provider CLI (``MODEL_RULE``)."""
     return bool(_MODEL.fullmatch(value))
+
+
+def is_http_url(value: str) -> bool:
+    """True for an ``http://`` or ``https://`` URL with a host and a valid port (a
+    gateway a CLI is pointed at)."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def is_lane_assignee(assignee: str) -> bool:

@@ -19,6 +19,13 @@ HIDDEN = "***"
 #: Query parameters whose values are secrets by name.
 SECRET_PARAMETERS = re.compile(r"(?i)(token|key|secret|password|passwd|pass|auth|sig|signature)")
 
+#: Names of variables and settings whose values are credentials (ANTHROPIC_API_KEY,
+#: ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, CORP_LLM_KEY, an ``Authorization``
+#: header...); codex's ``env_key`` only names the variable a key is in.
+SECRET_NAME = re.compile(
+    r"(?i)token|secret|password|passwd|authoriz|credential|api_?key|cookie|(?<!env_)key$"
+)
+
 #: A URL with a scheme inside free text, matched from the start of the run of scheme
 #: characters it ends (the lookbehind): a match tried from every position of a long
 #: run such as ``a-a-a-…`` would scan the rest of the run each time, quadratic in its
@@ -72,3 +79,9 @@ def shown(value: str, limit: int = display.MAX_REASON_CHARS) -> str:
     """``value`` cut to ``limit`` characters, then redacted: what a log line or a run
     reason carries, at the cost of the bound whatever the size of ``value``."""
     return text(display.clipped(value, limit))
+
+
+def setting(name: str, value: str) -> str:
+    """A named setting's value as shown (``config show``, the dry run): hidden when the
+    name says it is a credential, else with the credentials of any URL in it hidden."""
+    return HIDDEN if SECRET_NAME.search(name) else text(value)

@@ -111,6 +111,8 @@ class Lane(Runner):
     root: Path
     config: dict[str, object] = field(default_factory=lambda: dict(FAST_CONFIG))
     daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More environment for the daemon and CLI subprocesses (e.g. ``LANE_RUNNER_SIM_GATE``)."""
 
     def __post_init__(self) -> None:
         self.home = Home(self.root)
@@ -130,6 +132,9 @@ class Lane(Runner):
     @property
     def board(self) -> SqlBoard:
         return self.store.board(BOARD)
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), **self.extra_env}
 
     def set_capacity(self, scenarios: dict[str, str]) -> None:
         """Flip the simulators' behaviour from outside while the daemon runs."""

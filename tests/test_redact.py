@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,3 +33,14 @@ def test_a_url_without_secrets_is_unchanged() -> None:
 @given(st.text(alphabet=st.characters(blacklist_characters="@/:?#[]%\x00"), min_size=1))
 def test_no_password_survives(password: str) -> None:
     assert redact.url(f"http://u:{password}@h.example/p") == "http://u:***@h.example/p"
+
+
+@pytest.mark.parametrize(
+    ("name", "hidden"),
+    [("ANTHROPIC_API_KEY", True), ("ANTHROPIC_AUTH_TOKEN", True), ("CORP_LLM_KEY", True),
+     ("AWS_SECRET_ACCESS_KEY", True), ("Authorization", True), ("ANTHROPIC_BASE_URL", False),
+     ("AWS_REGION", False), ("model_providers.corp.env_key", False)],
+)
+def test_a_setting_named_as_a_credential_is_hidden(name: str, hidden: bool) -> None:
+    value = "http://user:pw@gw.example/v1"
+    assert redact.setting(name, value) == ("***" if hidden else "http://user:***@gw.example/v1")

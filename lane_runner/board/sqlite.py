@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from lane_runner import files
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
@@ -299,6 +300,22 @@ class SqliteFile:
         self._conn = self._watch = None
 
 
+def _refuse_links(slug: str, path: Path) -> None:
+    """BoardUnavailable for a board file with more than one name (a hard link).
+
+    Another home may serve the same file: every task would run there too, with the
+    same run ids, and each name keeps its own ``-wal`` file, so the two corrupt it.
+    ``os.stat`` opens nothing, so this never touches SQLite's locks.
+    """
+    links = path.stat().st_nlink
+    if links > 1:
+        raise BoardUnavailable(
+            f"board {slug!r} ({path}) has {links} hard links: another home may serve the same "
+            "file, which would run every task twice and corrupt it; give each home a board "
+            f"of its own and remove the other names (find / -xdev -samefile {path})"
+        )
+
+
 class SqliteStore:
     """Boards as ``<slug>.db`` files in one directory; opened lazily and kept open."""
 
@@ -321,7 +338,7 @@ class SqliteStore:
 
     def create_board(self, slug: str) -> SqlBoard:
         path = self._path(slug)
-        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        files.ensure_directory(self._dir)  # 0700 whatever the umask, the home too if it is new
         try:
             # O_EXCL: of two concurrent creators exactly one wins; an empty file is a
             # valid empty database that the first open migrates.
@@ -341,6 +358,7 @@ class SqliteStore:
                     f"no board {slug!r}; create it with 'lane-runner board create {slug}'"
                 )
             try:
+                _refuse_links(slug, path)
                 file = SqliteFile(slug, path, self._clock, self._budget)
             except BoardUnavailable as error:
                 self._report(slug, error)

@@ -10,16 +10,19 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import pwd
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from journal import LinuxFS
-from lane_runner import redact
+from lane_runner import config, redact
 from lane_runner.board import hermes_home, open_store
 from lane_runner.board.base import BoardError
 from lane_runner.board.hermes import HermesStore
@@ -37,6 +40,7 @@ from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
 
 PROBE_TIMEOUT = 15.0
+GATEWAY_TIMEOUT = 3.0
 MIN_FREE_BYTES = 1 << 30
 PROBE_MODEL = "lane-runner-doctor-probe"
 UNKNOWN_OPTION = (
@@ -377,6 +381,43 @@ def hermes_checks(store: HermesStore) -> list[Check]:
     return checks
 
 
+def gateway_checks(cfg: Config) -> list[Check]:
+    """Where each CLI sends its model requests under ``codex_config`` and
+    ``<provider>_env`` (with what the workers inherit): the settings complete, and the
+    endpoint accepting connections. Nothing to say for a CLI left at its vendor's API."""
+    gateways = {"codex": codex_adapter.gateway, "claude": claude_adapter.gateway}
+    checks: list[Check] = []
+    for provider in PROVIDERS:
+        home = Path(pwd.getpwnam(cfg.worker_user).pw_dir) if cfg.worker_user else None
+        env = worker_environment(
+            provider, home, config.cli_environment(cfg, provider), passes=cfg.worker_env
+        )
+        base_url, problems = gateways[provider](config.cli_overrides(cfg, provider), env)
+        name = f"{provider} gateway"
+        fix = f"fix {provider}_config / {provider}_env (README: 'Your own model gateway')"
+        checks += [Check(name, Level.FAIL, problem, fix) for problem in problems]
+        if base_url is None or problems:
+            continue
+        refused = _connect(base_url)
+        if refused is None:
+            checks.append(Check(name, Level.PASS, f"{base_url} accepts connections"))
+        else:
+            checks.append(Check(name, Level.WARN, f"{base_url}: {refused}",
+                                "start the gateway, or check the URL and this host's network"))
+    return checks
+
+
+def _connect(url: str) -> str | None:
+    """Why a TCP connection to ``url``'s host and port fails, or None when it opens."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=GATEWAY_TIMEOUT):
+            return None
+    except OSError as error:
+        return f"cannot connect ({error.strerror or error})"
+
+
 def router_check(cfg: Config) -> list[Check]:
     if not cfg.router_url:
         return []
@@ -456,6 +497,7 @@ def run_all(cfg: Config) -> list[Check]:
         root_verdict(claude_root_refusal(cfg.worker_user)),
         *home_checks(cfg, home),
         *board_checks(cfg),
+        *gateway_checks(cfg),
         *router_check(cfg),
         *health_checks(home, time.time()),
         *notify_check(Notifier()),

@@ -88,6 +88,7 @@ def _fields(item: Preview, route: dict[str, Any]) -> list[tuple[str, Any]]:
         ("workspace", item.workspace),
         ("argv", shlex.join(item.argv) if item.argv else None),
     ]
+    rows += [("environment", f"{name}={value}") for name, value in item.environment.items()]
     rows += [("note", note) for note in item.notes]
     if item.error:
         rows.append(("error", item.error))

@@ -28,18 +28,33 @@ _AUTH = re.compile(
 # another provider helps, a retry of the same one does not (docs/ARCHITECTURE.md §7).
 _CAPACITY = re.compile(
     r"usage limit|session limit|rate.?limit|\b429\b|\b529\b|too many requests|overloaded"
-    r"|\bquota\b|insufficient_quota|\bcredits?\b|credit balance|\bexhausted\b|\bcapacity\b",
+    r"|\bquota\b|insufficient_quota|\bcredits?\b|credit balance|\bexhausted\b|\bcapacity\b"
+    # the API failing after the CLI's own retries: codex's 5xx, claude's 5xx
+    r"|experiencing high demand|server-side issue",
+    re.I,
+)
+#: The model API refused the request itself: the task does not fit the model's context
+#: window, or the request is invalid. The same request would be refused again, by any
+#: retry, so a person must look (docs/ARCHITECTURE.md §7).
+_REFUSED = re.compile(
+    r"context window|context_length_exceeded|prompt is too long|invalid_request_error"
+    r"|api error: 400\b|unexpected status 400\b",
     re.I,
 )
 #: The CLI refused the runner's own invocation: clap's (codex) and commander's (claude)
 #: usage errors, a schema either CLI or the API will not take, a missing settings file,
-#: claude's root refusal. Warnings (claude's "strict mode: ...") are not refusals.
+#: claude's root refusal; or the model gateway it was pointed at does not work: a model
+#: provider, a variable or a model that is not there, an endpoint that does not exist.
+#: Warnings (claude's "strict mode: ...") are not refusals.
 _MISCONFIGURED = re.compile(
     r"^error: (?:unexpected argument|unknown option|too many arguments"
     r"|option '[^']*' argument missing|a value is required for|invalid value)"
     r"|--json-schema is not (?:a )?valid JSON|invalid schema for response_format"
     r"|settings file not found|invalid session id\. must be a valid uuid"
-    r"|cannot be used with root/sudo privileges",
+    r"|cannot be used with root/sudo privileges"
+    # the model gateway the operator configured: codex_config / <provider>_env
+    r"|model provider `[^`]*` not found|missing environment variable|error loading config\.toml"
+    r"|model `[^`]*` does not exist|issue with the selected model|unexpected status 404\b",
     re.I | re.M,
 )
 RECONNECTING = re.compile(r"^\s*reconnecting\b", re.I)
@@ -81,7 +96,9 @@ def classify_failure(signals: Signals) -> tuple[Classification, str]:
     Session problems are checked first: they are recoverable by a different
     invocation and their texts would otherwise not match anything else. Then a
     refused invocation: nothing after it ran, so any other word is incidental.
-    Auth before capacity: "401 ... rate limit window" is still an auth problem.
+    Auth before capacity: "401 ... rate limit window" is still an auth problem. A
+    refusal of the request comes last: "invalid_request_error" is also how some
+    gateways word a quota.
     """
     texts = [text for text in _evidence(signals) if text]
     for pattern, verdict in (
@@ -90,6 +107,7 @@ def classify_failure(signals: Signals) -> tuple[Classification, str]:
         (_MISCONFIGURED, Classification.MISCONFIGURED),
         (_AUTH, Classification.AUTH),
         (_CAPACITY, Classification.CAPACITY),
+        (_REFUSED, Classification.REFUSED),
     ):
         for text in texts:
             match = pattern.search(text)

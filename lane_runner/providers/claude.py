@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from lane_runner.names import is_http_url
 from lane_runner.providers.model import ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 
@@ -37,6 +38,15 @@ SETTINGS: dict[str, Any] = {
     "permissions": {"deny": list(DENIED_TOOLS)},
     "env": {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 }
+
+
+#: Why a clean ``result`` without ``structured_output`` is no answer: ``--json-schema``
+#: takes the answer only through its ``StructuredOutput`` tool (the CLI reminds the model
+#: once, then ends with ``subtype: success`` and no answer).
+NO_STRUCTURED_OUTPUT = (
+    "claude ended without calling the StructuredOutput tool: the answer counts only when "
+    "it is given by calling StructuredOutput with the result object"
+)
 
 
 def settings_text() -> str:
@@ -96,6 +106,8 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
             reading.candidate = result_object(event.get("structured_output")) or result_object(
                 event.get("result")
             )
+            if reading.candidate is None:
+                reading.unanswered = NO_STRUCTURED_OUTPUT
     return True
 
 
@@ -124,3 +136,43 @@ def root_refusal(
 def sandbox_declared(environ: Mapping[str, str]) -> bool:
     """The environment says this is a disposable sandbox, the claude root guard's escape."""
     return environ.get("IS_SANDBOX") == "1" or environ.get("CLAUDE_CODE_BUBBLEWRAP") == "1"
+
+
+def _on(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def gateway(_settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """Where claude will send its requests with the worker's environment ``env`` (None:
+    Anthropic's own API, or the cloud's default endpoint), and what will stop it.
+
+    ``ANTHROPIC_BASE_URL`` names an Anthropic-compatible gateway, which takes the key of
+    ``ANTHROPIC_API_KEY`` (``x-api-key``) or ``ANTHROPIC_AUTH_TOKEN`` (a bearer token);
+    without either claude answers "Not logged in". ``CLAUDE_CODE_USE_BEDROCK`` and
+    ``CLAUDE_CODE_USE_VERTEX`` switch it to those clouds, which need their region (and
+    Vertex its project) in the environment.
+    """
+    problems: list[str] = []
+    if _on(env.get("CLAUDE_CODE_USE_BEDROCK")):
+        if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
+            problems.append("CLAUDE_CODE_USE_BEDROCK needs AWS_REGION in the worker's environment")
+        return env.get("ANTHROPIC_BEDROCK_BASE_URL"), problems
+    if _on(env.get("CLAUDE_CODE_USE_VERTEX")):
+        problems += [
+            f"CLAUDE_CODE_USE_VERTEX needs {name} in the worker's environment"
+            for name in ("CLOUD_ML_REGION", "ANTHROPIC_VERTEX_PROJECT_ID")
+            if not env.get(name)
+        ]
+        return env.get("ANTHROPIC_VERTEX_BASE_URL"), problems
+    base_url = env.get("ANTHROPIC_BASE_URL")
+    if not base_url:
+        return None, problems
+    usable = is_http_url(base_url)
+    if not usable:
+        problems.append("ANTHROPIC_BASE_URL must be an http:// or https:// URL with a host")
+    if not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
+        problems.append(
+            "ANTHROPIC_BASE_URL is set but neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN "
+            "reaches the worker: claude would answer 'Not logged in'"
+        )
+    return base_url if usable else None, problems

@@ -9,11 +9,17 @@ or the final failure text; they never count as progress.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lane_runner import files
+from lane_runner import files, redact
+from lane_runner.names import is_http_url
 from lane_runner.providers.model import ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 
@@ -21,9 +27,142 @@ log = logging.getLogger(__name__)
 
 MAX_RESULT_FILE_BYTES = 1 << 20
 
+#: Why a completed turn without a result object is no answer (``--output-schema`` asks
+#: for it as the turn's last message).
+NO_FINAL_MESSAGE = (
+    "codex ended its turn without a final message holding the result object "
+    "(--output-schema): the answer must be the turn's last message"
+)
+#: Set by the runner on every attempt from its route: an operator's override would
+#: contradict the router.
+ROUTED_KEYS = frozenset({"model", "model_reasoning_effort"})
+#: Providers codex knows without a ``model_providers.<id>`` table.
+BUILT_IN_PROVIDERS = frozenset({"openai", "oss", "ollama", "lmstudio"})
+_KEY_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def overrides(table: Mapping[str, Any]) -> dict[str, Any]:
+    """``codex_config`` as flat ``dotted.key: value`` pairs, each one ``-c key=value``.
+
+    Nested tables are walked down to their leaves, so ``model_providers.gateway`` adds
+    one provider to those of the worker's own ``config.toml`` instead of replacing the
+    whole table. ValueError names a key codex must not get from here.
+    """
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Mapping[str, Any]) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if not _KEY_SEGMENT.fullmatch(key):
+                raise ValueError(f"{path!r}: key parts are letters, digits, '_' and '-'")
+            if isinstance(value, dict) and value:
+                walk(f"{path}.", value)
+                continue
+            if path in ROUTED_KEYS:
+                raise ValueError(f"{path!r} is chosen by the router for each attempt")
+            if redact.SECRET_NAME.search(key) or redact.url(str(value)) != str(value):
+                # On the command line every local user could read it (/proc/<pid>/cmdline).
+                raise ValueError(
+                    f"{path!r} would put a credential on codex's command line, which every "
+                    "local user can read; name a variable instead (env_key, env_http_headers) "
+                    "and set it in codex_env"
+                )
+            toml_literal(value)  # refuses what has no TOML spelling
+            flat[path] = value
+
+    walk("", table)
+    return flat
+
+
+def toml_literal(value: Any) -> str:
+    """``value`` as codex parses a ``-c`` value: TOML (strings, numbers, booleans, arrays,
+    inline tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(
+            f"{json.dumps(str(key))} = {toml_literal(item)}" for key, item in value.items()
+        ) + "}"
+    raise ValueError(f"{value!r} has no TOML spelling codex reads")
+
+
+def override_flags(settings: Mapping[str, Any]) -> list[str]:
+    pairs = (f"{key}={toml_literal(value)}" for key, value in settings.items())
+    return [arg for pair in pairs for arg in ("-c", pair)]
+
+
+def gateway(settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """Where codex will send its requests under ``codex_config`` and the worker's
+    environment ``env`` (None: OpenAI itself), and what will stop it from starting.
+
+    Each problem is what codex would otherwise say at the first attempt ("Model
+    provider `x` not found", "Missing environment variable", "`wire_api = "chat"` is no
+    longer supported"), found before any task is spent on it.
+    """
+    provider = str(settings.get("model_provider") or "openai")
+    prefix = f"model_providers.{provider}."
+    table = {key[len(prefix):]: value for key, value in settings.items() if key.startswith(prefix)}
+    problems: list[str] = []
+    if provider in BUILT_IN_PROVIDERS and not table:
+        return None, problems
+    if not table:
+        if not _worker_defines(provider, env):
+            problems.append(
+                f"model_provider {provider!r} is defined neither in codex_config nor in the "
+                f"worker's codex config.toml: codex would say 'Model provider `{provider}` "
+                "not found'"
+            )
+        return None, problems
+    base_url = table.get("base_url")
+    if not isinstance(base_url, str) or not is_http_url(base_url):
+        problems.append(f"{prefix}base_url must be an http:// or https:// URL with a host")
+        base_url = None
+    if table.get("wire_api", "responses") != "responses":
+        problems.append(f'{prefix}wire_api: this codex speaks only wire_api = "responses"')
+    for variable in _variables(table):
+        if not env.get(variable):
+            problems.append(
+                f"{variable} (named by {prefix[:-1]}) does not reach the worker: set it in "
+                "codex_env, or export it and add it to worker_env"
+            )
+    return base_url, problems
+
+
+def _worker_defines(provider: str, env: Mapping[str, str]) -> bool:
+    """Whether the worker's own ``config.toml`` (under ``CODEX_HOME``, else
+    ``~/.codex``) has a ``[model_providers.<provider>]`` table."""
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or "/nonexistent") / ".codex")
+    try:  # the worker's file: never through a link, never a FIFO, never unbounded
+        with files.open_reader(Path(home) / "config.toml") as reader:
+            document = tomllib.loads(reader.read(MAX_RESULT_FILE_BYTES).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        log.debug("no worker codex config to read at %s: %s", home, error)
+        return False
+    providers = document.get("model_providers")
+    return isinstance(providers, dict) and provider in providers
+
+
+def _variables(table: Mapping[str, Any]) -> list[str]:
+    """The variables a provider table names: its ``env_key`` and ``env_http_headers``."""
+    names = [table["env_key"]] if isinstance(table.get("env_key"), str) else []
+    headers = {key[len("env_http_headers."):]: value for key, value in table.items()
+               if key.startswith("env_http_headers.")}
+    return names + [value for value in headers.values() if isinstance(value, str)]
+
 
 def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> list[str]:
     """New thread with ``thread_id`` None, else ``exec resume``; prompt comes on stdin (``-``).
+
+    The operator's ``codex_config`` overrides come first, so the runner's own flags
+    (model, effort, schema) are the ones codex keeps.
 
     ``exec resume`` has no ``-C``: it runs in its working directory, which the
     supervisor sets to the workspace for both forms. ``--dangerously-bypass-hook-trust``
@@ -32,6 +171,7 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     """
     common = [
         "--json",
+        *override_flags(req.config_overrides),
         "-m",
         req.model,
         "-c",
@@ -71,6 +211,8 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
         return True
     if kind == "turn.completed":
         reading.finished = True
+        if reading.candidate is None:
+            reading.unanswered = NO_FINAL_MESSAGE
         return True
     item = event.get("item")
     if isinstance(item, dict) and item.get("type") == "error":

@@ -8,7 +8,7 @@ everything between (argv, streams, classification, process trees) stays inside
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -29,6 +29,9 @@ class Classification(StrEnum):
     KILLED_BY_SIGNAL = "killed_by_signal"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    REFUSED = "refused"
+    """The model API refused the request itself (the task overflows the model's context
+    window, an invalid request): any retry would be refused the same way."""
     MISCONFIGURED = "misconfigured"
     """The CLI refused the runner's own invocation (unknown option, invalid schema, root
     refusal): the runner or the host is wrong, not the task."""
@@ -84,6 +87,10 @@ class ProviderRequest:
     run_as: str | None = None
     on_progress: Callable[[Progress], None] | None = None
     kill_grace: float = 5.0
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    """The operator's settings of the CLI's own configuration (``codex_config``, flat
+    dotted keys): codex gets each as ``-c key=value``; claude takes its settings from
+    the environment instead."""
     closing_grace: float = 5.0
     """How long the CLI may take to exit after its final answer before its tree is ended."""
     retry_result_file: Path | None = None

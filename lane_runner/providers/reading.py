@@ -26,6 +26,9 @@ class Reading:
     """The CLI gave its final word (claude ``result``; codex ``turn.completed`` or
     ``turn.failed``): each adapter's ``observe`` says which event that is, and the
     supervisor then gives the CLI only ``closing_grace`` to exit."""
+    unanswered: str | None = None
+    """Set by the adapter when the CLI ended its turn cleanly without an answer: why,
+    in words the next attempt is told."""
 
 
 def result_object(value: object) -> dict[str, Any] | None:

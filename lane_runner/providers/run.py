@@ -150,6 +150,7 @@ def _verdict(
             return Classification.FAILED, f"invalid worker result: {problem}", None
         return Classification.OK, f"{answer['status']}: {str(answer['summary'])[:200]}", answer
     if clean and not reading.signals.errors:
-        return Classification.FAILED, "CLI ended cleanly without a structured result", None
+        why = reading.unanswered or "CLI ended cleanly without a structured result"
+        return Classification.FAILED, why, None
     classification, reason = classify_failure(reading.signals)
     return classification, reason, None

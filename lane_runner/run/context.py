@@ -52,3 +52,15 @@ def worker_prompt(context: str, handoff: str = "", continuation: str = "") -> st
     parts.append(OPERATING_RULES)
     parts.append(RESULT_INSTRUCTIONS)
     return "\n\n".join(parts)
+
+
+def after_failure(reason: str | None) -> str:
+    """What the first attempt of a run is told when the previous run ended in a counted
+    failure: why, so it does not repeat it (an answer not given through the schema, an
+    invalid result, a timeout); nothing after any other ending."""
+    if reason is None:
+        return ""
+    return (
+        f"The previous attempt at this task was not accepted: {reason}\n"
+        "Reinspect the workspace, finish the work and answer as the instructions below say."
+    )

@@ -72,6 +72,9 @@ def after_attempt(
             return Decision(
                 Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED
             )
+        case Classification.REFUSED:
+            why = f"the model API refused the task: {reason}"
+            return Decision(Step.BLOCK, why, kind=BlockKind.CAPABILITY)
         case Classification.TIMED_OUT:
             return Decision(Step.RETRY, reason, outcome=Outcome.TIMED_OUT, count_failure=True)
         case (

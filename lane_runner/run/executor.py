@@ -13,12 +13,13 @@ import logging
 import pwd
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
-from lane_runner import display, files, redact
+from lane_runner import config, display, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -40,6 +41,10 @@ from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
+T = TypeVar("T")
+#: The least wait between two tries of a run's ending on an unavailable board; the
+#: board's rest (``service/resting.py``) usually sets a longer one.
+RETRY_PAUSE = 0.5
 
 
 class RunEnd(enum.StrEnum):
@@ -87,7 +92,8 @@ class RunExecutor:
         # the board's clock (the database's, on PostgreSQL), which this node's may not match.
         self.lease_until = time.monotonic() + self.run.lease_expires_at - self.run.claimed_at
         self.fell_back = False
-        self.worktree = Path()  # set once the workspace is prepared
+        self.worktree = self.cwd = Path()  # set once the workspace is prepared (cwd: the CLI's)
+        self.branch = workspace.branch_name(self.task.board, self.task.id)  # git's may differ
         self.held: str | None = None  # the provider whose slot this run holds
         self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
         self.verdict: dict[str, Any] = {}  # the judge's word on the latest completed answer
@@ -102,18 +108,23 @@ class RunExecutor:
         except OSError as error:
             return self._storage_failed(error)
         except BoardUnavailable as error:
-            # The run stays claimed; its lease runs out and the rescue returns it to
-            # ready (outcome expired), so a board outage is never a counted failure.
-            log.warning(
-                "board unavailable during %s/%s run %s: %s",
-                self.task.board,
-                self.task.id,
-                self.run.id,
-                error,
-            )
-            return self._report(RunEnd.ABANDON, f"board unavailable: {error}")
+            return self._hand_back(error)
         finally:
             self.s.forget_run(self.run.id)
+
+    def _hand_back(self, error: BoardUnavailable) -> RunReport:
+        """A board read the run needed failed: back to ready after a short wait, uncounted
+        (a board outage is not the task's fault), the provider session kept for resume."""
+        log.warning(
+            "board unavailable during %s/%s run %s: %s; handing the run back",
+            self.task.board,
+            self.task.id,
+            self.run.id,
+            error,
+        )
+        reason = redact.shown(f"board unavailable: {error}")
+        seconds = rules.cooldown(1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+        return self._requeue(reason, reason, seconds)
 
     def _storage_failed(self, error: OSError) -> RunReport:
         """The home's disk is full or failing: not the task's fault, so not a counted failure.
@@ -141,7 +152,8 @@ class RunExecutor:
             return self._wait_for_workspace(str(error))
         except (workspace.WorkspaceError, WorkspaceUnusable) as error:
             return self._block(str(error), BlockKind.CAPABILITY)
-        self.worktree = prepared.path
+        self.worktree, self.cwd = prepared.path, prepared.cwd
+        self.branch = prepared.branch or self.branch
         if prepared.taken_over_from is not None:
             self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
         task_context = self._context()
@@ -162,20 +174,18 @@ class RunExecutor:
         if handoff:
             self._note(
                 f"provider changed at restart: {self.state.provider} -> {route.provider}; "
-                f"a handoff of branch {workspace.branch_name(self.task.board, self.task.id)} "
-                "is attached"
+                f"a handoff of branch {self.branch} is attached"
             )
         if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
-            branch = workspace.branch_name(self.task.board, self.task.id)
-            handoff = workspace.handoff(worktree, "", branch, owner=self.s.cfg.worker_user)
-        continuation = ""
+            handoff = workspace.handoff(worktree, "", self.branch, owner=self.s.cfg.worker_user)
+        continuation = contexts.after_failure(self.state.take_retry_reason())
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
             self.state.goal_turn = turn
             self.turn_begun = True
             prompt = contexts.worker_prompt(task_context, handoff, continuation)
-            attempt = self._attempt(route, prompt, worktree, turn)
+            attempt = self._attempt(route, prompt, prepared.cwd, turn)
             if self.stop is not None:
                 return self._stopped(self.stop)
             accepted, verdict = self._judge(task_context, attempt, turn)
@@ -254,7 +264,9 @@ class RunExecutor:
         if step is decide.Step.ACCEPT:
             assert attempt.structured is not None
             result = dict(attempt.structured)
-            result["artifacts"] = workspace.artifacts(self.worktree, result["artifacts"])
+            result["artifacts"] = workspace.artifacts(
+                self.worktree, result["artifacts"], base=self.cwd
+            )
             return self._accept(result, route)
         if step is decide.Step.ABANDON:
             return self._report(RunEnd.ABANDON, decision.reason, route.provider)
@@ -263,17 +275,21 @@ class RunExecutor:
         if step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
-        assert decision.outcome is not None
+        outcome = decision.outcome
+        assert outcome is not None
         self.state.progressed()
+        self.state.failed(decision.reason)
         self._save_state_if_possible()
-        self._guarded(
-            self.board.reclaim,
-            self.run.id,
-            redact.shown(decision.reason),
-            decision.outcome,
-            count_failure=decision.count_failure,
+        reason = redact.shown(decision.reason)
+        return self._end(
+            RunEnd.RETRY,
+            decision.reason,
+            "reclaim",
+            lambda: self.board.reclaim(
+                self.run.id, reason, outcome, count_failure=decision.count_failure
+            ),
+            route.provider,
         )
-        return self._report(RunEnd.RETRY, decision.reason, route.provider)
 
     def _routing_failed(self, error: RoutingError) -> RunReport:
         """Carry out ``decide.after_routing_error``: cool down, block, or leave the run."""
@@ -371,15 +387,15 @@ class RunExecutor:
         reason, back to ready or blocked, never as a counted failure."""
         reason = f"stopped by an operator: {stop.reason}"
         metrics.STOPS.labels(self.task.board).inc()
-        if stop.requeue:
-            self._guarded(
-                self.board.reclaim, self.run.id, reason, Outcome.RECLAIMED, count_failure=False
-            )
-        else:
-            self._guarded(
-                self.board.block, self.run.id, reason, BlockKind.NEEDS_INPUT, count_failure=False
-            )
-        return self._report(RunEnd.STOPPED, reason)
+
+        def end() -> bool:
+            if stop.requeue:
+                return self.board.reclaim(
+                    self.run.id, reason, Outcome.RECLAIMED, count_failure=False
+                )
+            return self.board.block(self.run.id, reason, BlockKind.NEEDS_INPUT, count_failure=False)
+
+        return self._end(RunEnd.STOPPED, reason, "reclaim" if stop.requeue else "block", end)
 
     def _release(self) -> None:
         if self.held is not None:
@@ -408,8 +424,7 @@ class RunExecutor:
         previous = self.state.provider
         if previous is None or previous == provider:
             return ""
-        branch = workspace.branch_name(self.task.board, self.task.id)
-        return workspace.handoff(worktree, tail, branch, owner=self.s.cfg.worker_user)
+        return workspace.handoff(worktree, tail, self.branch, owner=self.s.cfg.worker_user)
 
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
         """One provider turn, recorded in the lane state, provider health and metrics."""
@@ -492,9 +507,14 @@ class RunExecutor:
             env=worker_environment(
                 provider,
                 _home_of(self.s.cfg.worker_user),
-                {leftovers.NODE_VARIABLE: self.s.node, **workspace.GIT_ENV},
+                {
+                    **config.cli_environment(self.s.cfg, provider),
+                    **leftovers.markers(self.s.node, self.s.home.root),
+                    **workspace.GIT_ENV,
+                },
                 passes=self.s.cfg.worker_env,
             ),
+            config_overrides=config.cli_overrides(self.s.cfg, provider),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
@@ -543,6 +563,14 @@ class RunExecutor:
         self._save_state()
 
     def _heartbeat(self) -> bool:
+        """Renew the lease, say the run is alive, and look for an operator's stop."""
+        renewed = self._renew()
+        if renewed:
+            self._progress_note()
+            self._look_for_stop()
+        return renewed
+
+    def _renew(self) -> bool:
         """Renew the lease; storage trouble keeps the worker until the lease is really gone."""
         sent = time.monotonic()  # the board stamps the lease after this: never overestimated
         try:
@@ -558,8 +586,6 @@ class RunExecutor:
         if renewed:
             self.lease_until = sent + self.s.cfg.lease_ttl
             self.s.activity.heartbeat(self.run.id)
-            self._progress_note()
-            self._look_for_stop()
         return renewed
 
     def _progress_note(self) -> None:
@@ -635,16 +661,23 @@ class RunExecutor:
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
         )
-        with metrics.COMMIT_SECONDS.time():
-            outcome = self.s.journal.finalize(
-                self.task.board, self.task.id, self.run.id, self.s.commit
-            )
-        if outcome is FinalizeOutcome.PENDING:
+        outcome = self._until_landed("result", self._finalize)
+        if outcome is None:
             self._note_waiting_result()
             return self._report(
                 RunEnd.PENDING, "the board is unavailable; recovery will commit", route.provider
             )
         return self._report(RunEnd(outcome.value), result["summary"], route.provider)
+
+    def _finalize(self) -> FinalizeOutcome:
+        """One try to commit the accepted result; BoardUnavailable while the board would not."""
+        with metrics.COMMIT_SECONDS.time():
+            outcome = self.s.journal.finalize(
+                self.task.board, self.task.id, self.run.id, self.s.commit
+            )
+        if outcome is FinalizeOutcome.PENDING:
+            raise BoardUnavailable(f"board {self.task.board!r} did not take the result yet")
+        return outcome
 
     def _completion_metadata(self, result: dict[str, Any], route: Route) -> dict[str, Any]:
         """How the result was reached, for whoever reads the board: stored with the
@@ -679,8 +712,12 @@ class RunExecutor:
         self.state.restart_goal()
         self._save_state_if_possible()
         metrics.BLOCKS.labels(kind.value).inc()
-        self._guarded(self.board.block, self.run.id, reason, kind, count_failure=False)
-        return self._report(RunEnd.BLOCK, reason)
+        return self._end(
+            RunEnd.BLOCK,
+            reason,
+            "block",
+            lambda: self.board.block(self.run.id, reason, kind, count_failure=False),
+        )
 
     def _run_is_current(self, run_id: int) -> bool:
         """Whether another run of this board still holds its claim (its worktree is not ours)."""
@@ -692,15 +729,7 @@ class RunExecutor:
     def _wait_for_workspace(self, reason: str) -> RunReport:
         """Another current run holds the task's branch: try later, not a counted failure."""
         seconds = rules.cooldown(1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
-        self._guarded(
-            self.board.reclaim,
-            self.run.id,
-            f"workspace busy: {reason}",
-            Outcome.RECLAIMED,
-            count_failure=False,
-            cooldown=seconds,
-        )
-        return self._report(RunEnd.COOLDOWN, reason)
+        return self._requeue(reason, f"workspace busy: {reason}", seconds)
 
     def _cooldown(self, reason: str, cause: str) -> RunReport:
         """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
@@ -718,15 +747,24 @@ class RunExecutor:
         self._save_state_if_possible()
         waits = _recent_capacity_waits(self.board.runs(self.task.id))
         seconds = rules.cooldown(waits + 1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
-        self._guarded(
-            self.board.reclaim,
-            self.run.id,
-            f"capacity: {reason}",
-            Outcome.RECLAIMED,
-            count_failure=False,
-            cooldown=seconds,
+        return self._requeue(
+            f"{reason} (next attempt in {seconds:.0f} s)", f"capacity: {reason}", seconds
         )
-        return self._report(RunEnd.COOLDOWN, f"{reason} (next attempt in {seconds:.0f} s)")
+
+    def _requeue(self, reason: str, board_reason: str, seconds: float) -> RunReport:
+        """Back to ready, uncounted, claimable again after ``seconds``."""
+        return self._end(
+            RunEnd.COOLDOWN,
+            reason,
+            "reclaim",
+            lambda: self.board.reclaim(
+                self.run.id,
+                board_reason,
+                Outcome.RECLAIMED,
+                count_failure=False,
+                cooldown=seconds,
+            ),
+        )
 
     # -- helpers ----------------------------------------------------------------
     def _save_state(self) -> None:
@@ -744,17 +782,79 @@ class RunExecutor:
         return Document(f"{self.task.id}.json", self.state.to_document())
 
     def _guarded(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
-        """A board write whose failure leaves the run claimed: its lease or recovery settles it."""
+        """A board write the run can do without (a comment): skipped when the board is away."""
         try:
             return operation(*args, **kwargs)
         except BoardUnavailable as error:
             log.warning(
-                "board %s unavailable for %s: %s; the run stays claimed",
+                "board %s unavailable for %s: %s; skipped",
                 self.task.board,
                 getattr(operation, "__name__", operation),
                 error,
             )
             return None
+
+    def _end(
+        self,
+        ended: RunEnd,
+        reason: str,
+        what: str,
+        step: Callable[[], object],
+        provider: str | None = None,
+    ) -> RunReport:
+        """End the run on the board with ``step`` (a block or a reclaim), as ``ended`` once
+        it landed; ABANDON when it could not (``_until_landed`` says why)."""
+
+        def on_board() -> object:
+            with self.s.resting.use(self.task.board):
+                return step()
+
+        if self._until_landed(what, on_board) is None:
+            return self._report(RunEnd.ABANDON, f"{what} not stored: {reason}", provider)
+        return self._report(ended, reason, provider)
+
+    def _until_landed(self, what: str, step: Callable[[], T]) -> T | None:
+        """The run's ending (a completion, block or reclaim), tried until the board takes it.
+
+        Giving up at the first unavailable board would leave the run ``running`` with no
+        slot behind it until its lease ran out (30 min by default). So the slot is kept
+        and the step tried again whenever the board's rest allows (``service/resting.py``),
+        the lease renewed meanwhile, until it lands. None when it did not: the lease is
+        really lost (the lease's rescue settles the run) or the runner is stopping after
+        its grace (the next start reclaims the run; a result stays in the journal).
+        ``step`` raises BoardUnavailable while the board would not take it.
+        """
+        slug = self.task.board
+        renewed = time.monotonic()
+        waiting = False
+        while True:
+            try:
+                return step()
+            except BoardUnavailable as error:
+                if not waiting:
+                    waiting = True
+                    log.warning(
+                        "board %s unavailable for the %s of run %s (%s); tried again "
+                        "while its lease holds",
+                        slug,
+                        what,
+                        self.run.id,
+                        error,
+                    )
+                    self.s.activity.update(self.run.id, ending=f"{what} waits for board {slug}")
+            now = time.monotonic()
+            if now - renewed >= self.s.cfg.heartbeat_interval:
+                renewed = now
+                lease_held = self._renew()
+            else:
+                lease_held = now < self.lease_until
+            if not lease_held:
+                log.warning("run %s lost its lease; its %s is left to a rescue", self.run.id, what)
+                return None
+            pause = max(self.s.resting.remaining(slug), RETRY_PAUSE)
+            if self.s.cancel.wait(min(pause, self.s.cfg.heartbeat_interval)):
+                log.info("stopping: the %s of run %s waits for the next start", what, self.run.id)
+                return None
 
     def _report(self, ended: RunEnd, reason: str, provider: str | None = None) -> RunReport:
         return RunReport(self.task.board, self.task.id, self.run.id, ended, reason, provider)

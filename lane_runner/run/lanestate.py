@@ -48,6 +48,7 @@ class LaneState:
     goal_rejections: list[str] = field(default_factory=list)
     cooldowns: int = 0
     cycles: list[dict[str, Any]] = field(default_factory=list)
+    retry_reason: str | None = None
 
     def to_document(self) -> dict[str, Any]:
         self.updated_at = time.time()
@@ -67,6 +68,7 @@ class LaneState:
             "goal_rejections": self.goal_rejections[-MAX_REJECTIONS_KEPT:],
             "cooldowns": self.cooldowns,
             "cycles": self.cycles[-cycling.KEPT :],
+            "retry_reason": self.retry_reason,
         }
 
     @classmethod
@@ -86,6 +88,7 @@ class LaneState:
             goal_rejections=list(document.get("goal_rejections", [])),
             cooldowns=document.get("cooldowns", 0),
             cycles=list(document.get("cycles", [])),
+            retry_reason=document.get("retry_reason"),
         )
 
     def next_sequence(self) -> int:
@@ -108,6 +111,15 @@ class LaneState:
         """A person takes over (the task is blocked): after an unblock, the goal starts anew."""
         self.goal_turn = 0
         self.goal_rejections = []
+
+    def failed(self, reason: str) -> None:
+        """The run ended in a counted failure: the next attempt is told ``reason``."""
+        self.retry_reason = reason[:1000]
+
+    def take_retry_reason(self) -> str | None:
+        """Why the previous run failed, once: the attempt that is told clears it."""
+        reason, self.retry_reason = self.retry_reason, None
+        return reason
 
     def cooled_down(self, cause: str, reason: str, at: float) -> None:
         self.cooldowns += 1

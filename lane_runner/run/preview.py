@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lane_runner import redact
+from lane_runner import config, redact
 from lane_runner.board.base import Board, HostedBoard
 from lane_runner.board.model import Task
 from lane_runner.config import Config
@@ -37,6 +37,8 @@ class Preview:
     lane: str | None
     route: dict[str, Any] | None = None
     argv: list[str] | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    """What ``<provider>_env`` sets for the CLI (credentials hidden)."""
     workspace: str | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -87,8 +89,13 @@ def preview(
     state = lanestate.load(home.lane_dir(task.board), task.board, task.id, 0)
     result_file = home.lane_dir(task.board) / f"{task.id}.run-<R>.provider-<n>.result.json"
     paths = (schema_path, settings_path)
-    argv = _argv(route, executable, worktree, state, result_file, home, paths)
+    overrides = config.cli_overrides(cfg, route.provider)
+    argv = _argv(route, executable, worktree, state, result_file, home, paths, overrides)
     found.argv = [redact.text(arg) for arg in argv]
+    found.environment = {
+        name: redact.setting(name, value)
+        for name, value in config.cli_environment(cfg, route.provider).items()
+    }
     if task.workspace is None:
         found.notes.append("no workspace: the run would be blocked (capability)")
     if not hosted:
@@ -104,6 +111,7 @@ def _argv(
     result_file: Path,
     home: Home,
     paths: tuple[Path, Path],
+    overrides: dict[str, Any],
 ) -> list[str]:
     """The argv the provider adapter builds, the inline schema elided as in the task log."""
     session = state.sessions.get(route.provider)
@@ -123,6 +131,7 @@ def _argv(
         log_path=home.log_file("preview", "preview"),
         env={},
         deadline=0.0,
+        config_overrides=overrides,
     )
     if route.provider == "codex":
         return codex.argv(request, thread_id=session if resume else None, result_file=result_file)

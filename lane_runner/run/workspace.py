@@ -1,8 +1,10 @@
 """The git worktree a task works in, and the handoff one provider leaves another.
 
 Each task gets ``worktrees/<board>/<task>`` on branch ``lane/<board>/<task>``,
-created once under a lock (git's worktree metadata is shared by every worktree
-of a repository) and reused when the task resumes.
+created once under its repository's lock (git's worktree metadata is shared by
+every worktree of a repository) and reused when the task resumes. A workspace
+that names a folder of its repository (a monorepo's ``repo/service-a``) gets the
+whole repository's worktree, and the CLI works in that folder of it.
 
 With a worker user (``owner``) the worktree is that user's: git runs as it, so the
 CLI can edit and commit there, and the daemon never runs git where another user
@@ -20,7 +22,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lane_runner import files
@@ -33,9 +35,14 @@ MARKER_BYTES = 64
 #: Seconds any one git command may take; a worktree add of a large repository fits.
 GIT_TIMEOUT = 300.0
 DUBIOUS_OWNERSHIP = "detected dubious ownership"
-#: One ``git worktree add`` at a time: the runner's threads share each repository's
-#: worktree metadata. Other runner processes are kept out of the home by its lock.
-_ONE_THREAD_AT_A_TIME = threading.Lock()
+#: What git says when a branch cannot be made because another is named like one of its
+#: folders ("'refs/heads/lane/work' exists; cannot create 'refs/heads/lane/work/t1'").
+FOLDER_TAKEN = "exists; cannot create"
+#: One ``git worktree add`` at a time per repository (keyed by git's common directory,
+#: which its worktrees share), so a slow git in one repository never holds up another.
+#: Other runner processes are kept out of the home by its lock.
+_REPOSITORY_LOCKS: dict[Path, threading.Lock] = {}
+_REPOSITORY_LOCKS_GUARD = threading.Lock()
 
 
 class WorkspaceError(LaneRunnerError):
@@ -71,6 +78,16 @@ def _git(*args: str, cwd: Path, owner: str | None = None) -> subprocess.Complete
             stdout, stderr = process.communicate()
             stderr += f"\ngit {' '.join(args)} did not finish within {GIT_TIMEOUT:g} s: killed"
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def twin_of(branch: str) -> str:
+    """The flat name a task works on when git cannot have ``branch``: ``lane-<board>-<task>``.
+
+    A ref cannot be a file and a folder at once, so a branch named ``lane/<board>`` (or
+    ``lane``) leaves no room for ``lane/<board>/<task>``; one path component has no folder
+    to collide with. The twin of a name git accepts is one git accepts too.
+    """
+    return branch.replace("/", "-")
 
 
 def branch_name(board: str, task_id: str) -> str:
@@ -124,10 +141,30 @@ def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:
 
 @dataclass(frozen=True)
 class Workspace:
-    """The task's worktree, and the worktree of an earlier run it was taken over from."""
+    """The task's worktree, and the worktree of an earlier run it was taken over from.
+
+    ``branch`` is the one checked out there (None for a hosting board's workspace);
+    ``folder`` the folder of the repository the task names, where the CLI works.
+    """
 
     path: Path
     taken_over_from: Path | None = None
+    branch: str | None = None
+    folder: str = ""
+
+    @property
+    def cwd(self) -> Path:
+        """Where the CLI works: the task's folder of the worktree."""
+        return self.path / self.folder if self.folder else self.path
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a workspace path is: its repository (git's common directory, shared by every
+    worktree of it) and its folder inside that repository ("" at the top)."""
+
+    common: Path
+    folder: str
 
 
 class WorkspaceBusy(WorkspaceError):
@@ -152,30 +189,73 @@ def prepare(
 ) -> Workspace:
     """The task's worktree, created on first use and reused after.
 
-    The fresh path is one ``git worktree add``: what is wrong with a workspace is
-    only worked out once that fails, so a healthy task pays for no checks. When
-    the branch is held by another worktree (a runner that died, or another home
-    on the same repository), run ``run`` takes that worktree over, unless the run
-    that made it is still current (``is_current``): see ``_take_over``.
+    The fresh path locates the workspace in its repository and makes one ``git
+    worktree add``: what is wrong with a workspace is only worked out once that
+    fails. When the branch is held by another worktree (a runner that died, or
+    another home on the same repository), run ``run`` takes that worktree over,
+    unless the run that made it is still current (``is_current``): see ``_take_over``.
     """
-    if worktree.is_dir() and _toplevel(worktree, owner) == worktree.resolve():
-        _mark(worktree, run)
-        return Workspace(worktree)
-    if not repository:
+    source = Path(repository) if repository else None
+    if worktree.is_dir():
+        checkout = _checkout(worktree, owner)
+        if checkout is not None and checkout[0] == worktree.resolve():
+            _mark(worktree, run)
+            located = _locate(source, owner) if source is not None and source.is_dir() else None
+            return _within(Workspace(worktree, branch=checkout[1]), located, repository)
+    if source is None:
         raise WorkspaceError(
             "the task has no workspace: file it with --workspace PATH (a git repository)"
         )
-    source = Path(repository)
     if not source.is_dir():
         raise WorkspaceError(f"workspace {repository} does not exist or is not a directory")
     worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if owner is not None:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
-    with _ONE_THREAD_AT_A_TIME:
+    located = _locate(source, owner)
+    with _repository_lock(located.common if located else source.resolve()):
         prepared = _create(source, worktree, branch, owner, run, is_current)
     _mark(worktree, run)
-    return prepared
+    return _within(prepared, located, repository)
+
+
+def _locate(source: Path, owner: str | None) -> Located | None:
+    """Where ``source`` is in its repository; None when git does not see one there."""
+    said = _git("rev-parse", "--git-common-dir", "--show-prefix", cwd=source, owner=owner)
+    lines = said.stdout.splitlines()
+    if said.returncode != 0 or not lines or not lines[0]:
+        return None
+    folder = lines[1].strip("/") if len(lines) > 1 else ""
+    return Located((source / lines[0]).resolve(), folder)
+
+
+def _checkout(worktree: Path, owner: str | None) -> tuple[Path, str] | None:
+    """The top of the worktree ``worktree`` is in and the branch checked out there."""
+    said = _git("rev-parse", "--show-toplevel", "--abbrev-ref", "HEAD", cwd=worktree, owner=owner)
+    lines = said.stdout.splitlines()
+    if said.returncode != 0 or len(lines) != 2:
+        return None
+    return Path(lines[0]), lines[1]
+
+
+def _within(prepared: Workspace, located: Located | None, repository: str | None) -> Workspace:
+    """The worktree, working in the folder of the repository the task names (a monorepo's
+    service), which the task's branch must have."""
+    if located is None or not located.folder:
+        return prepared
+    if not (prepared.path / located.folder).is_dir():
+        raise WorkspaceError(
+            f"workspace {repository} is the folder {located.folder} of its repository, which "
+            f"the task's branch {prepared.branch} does not have (not committed?): commit it, "
+            "or file the task with the repository's own path"
+        )
+    return replace(prepared, folder=located.folder)
+
+
+def _repository_lock(common: Path) -> threading.Lock:
+    """The lock of the repository whose common directory is ``common``."""
+    with _REPOSITORY_LOCKS_GUARD:
+        return _REPOSITORY_LOCKS.setdefault(common, threading.Lock())
 
 
 def _create(
@@ -186,17 +266,17 @@ def _create(
     run: int | None,
     is_current: RunIsCurrent | None,
 ) -> Workspace:
-    result = _add(source, worktree, branch, owner)
+    result, branch = _add(source, worktree, branch, owner)
     if result.returncode == 0:
-        return Workspace(worktree)
+        return Workspace(worktree, branch=branch)
     top = _toplevel(source, owner)
     if top is None:
         raise _not_a_repository(source, owner)
     # A worktree deleted by hand is still registered (and holds its branch).
     _git("worktree", "prune", cwd=top, owner=owner)
-    result = _add(top, worktree, branch, owner)
+    result, branch = _add(top, worktree, branch, owner)
     if result.returncode == 0:
-        return Workspace(worktree)
+        return Workspace(worktree, branch=branch)
     holder = _holder(top, branch, owner)
     if holder is None or holder.resolve() == worktree.resolve():
         raise _cannot_create(top, result, owner)
@@ -217,6 +297,32 @@ def _still_current(previous: int | None, run: int | None, is_current: RunIsCurre
 
 
 def _add(
+    source: Path, worktree: Path, branch: str, owner: str | None
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``git worktree add`` on the task's branch, and the branch that was: ``branch``, or
+    its twin (``twin_of``) when git cannot have ``branch`` or the task already has the twin."""
+    twin = twin_of(branch)
+    if (
+        twin != branch
+        and _git(
+            "rev-parse", "--verify", "--quiet", f"refs/heads/{twin}", cwd=source, owner=owner
+        ).returncode
+        == 0
+    ):
+        return _add_on(source, worktree, twin, owner), twin
+    result = _add_on(source, worktree, branch, owner)
+    if result.returncode != 0 and FOLDER_TAKEN in result.stderr and twin != branch:
+        log.info(
+            "branch %s cannot be made (%s); the task works on %s",
+            branch,
+            result.stderr.strip(),
+            twin,
+        )
+        return _add_on(source, worktree, twin, owner), twin
+    return result, branch
+
+
+def _add_on(
     source: Path, worktree: Path, branch: str, owner: str | None
 ) -> subprocess.CompletedProcess[str]:
     """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
@@ -261,7 +367,7 @@ def _take_over(
     moved = _git("worktree", "move", str(holder), str(worktree.absolute()), cwd=top, owner=owner)
     if moved.returncode == 0:
         log.info("took over %s (branch %s) as %s", holder, branch, worktree)
-        return Workspace(worktree, taken_over_from=holder)
+        return Workspace(worktree, taken_over_from=holder, branch=branch)
     removed = _git("worktree", "remove", "--force", str(holder), cwd=top, owner=owner)
     if removed.returncode != 0:
         raise WorkspaceError(
@@ -275,10 +381,10 @@ def _take_over(
         moved.stderr.strip(),
         branch,
     )
-    result = _add(top, worktree, branch, owner)
+    result = _add_on(top, worktree, branch, owner)
     if result.returncode != 0:
         raise _cannot_create(top, result, owner)
-    return Workspace(worktree, taken_over_from=holder)
+    return Workspace(worktree, taken_over_from=holder, branch=branch)
 
 
 def _marker(worktree: Path) -> Path:
@@ -331,21 +437,23 @@ def handoff(
     )
 
 
-def artifacts(worktree: Path, claimed: list[str]) -> list[str]:
+def artifacts(worktree: Path, claimed: list[str], base: Path | None = None) -> list[str]:
     """The claimed artifacts that are regular files inside the worktree, relative to it.
 
     A worker may name anything; only what really exists in its own worktree is
     kept, so a result never points a reader at a missing file or at one outside
-    the task (through ``..``, an absolute path or a symbolic link).
+    the task (through ``..``, an absolute path or a symbolic link). Relative names
+    are the CLI's, from ``base``, the folder it worked in (default: the worktree).
     """
     root = worktree.resolve()
+    start = (base or worktree).resolve()
     kept: list[str] = []
     for value in claimed:
         candidate = Path(value.strip())
         if not value.strip():
             continue
         try:
-            resolved = (root / candidate).resolve(strict=True)
+            resolved = (start / candidate).resolve(strict=True)
             inside = resolved.relative_to(root)
         except (OSError, RuntimeError, ValueError):
             continue  # missing, a link loop, or outside the worktree: not an artifact

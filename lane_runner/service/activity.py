@@ -30,6 +30,8 @@ class ActiveRun:
     max_runtime: float | None = None
     waiting_for: str | None = None
     """A provider at its cap whose slot this run waits for (``service/slots.py``)."""
+    ending: str | None = None
+    """The run's ending (its result, block or reclaim) waiting for an unavailable board."""
     warnings: list[dict[str, str]] = field(default_factory=list)
     """Stuck-run warnings in force (``service/stuck.py``)."""
 

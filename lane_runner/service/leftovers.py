@@ -2,11 +2,14 @@
 
 A ``kill -9`` of the daemon orphans its CLI process trees (they run in their own
 sessions, so nothing signals them). Every worker carries ``LANE_RUNNER_NODE``
-in its environment; at start-up, holding the home lock, the daemon knows no
-other process of this node may legitimately run a worker, so any process still
-carrying the node id is a leftover. This is the one place that reads all of
-``/proc``: once per start, never per tick. Signals go through pidfds, so a PID
-reused between the scan and the kill is never hit.
+and ``LANE_RUNNER_NODE_HOME`` (the home's real path) in its environment; at
+start-up, holding the home lock, the daemon knows no other process of this node
+and home may legitimately run a worker, so any process still carrying both is a
+leftover. The home counts because a copy of a home carries the node id too: its
+recovery must never end the original's live CLIs (``service/identity.py`` refuses
+such a copy anyway, until it is adopted or given a node id of its own). This is
+the one place that reads all of ``/proc``: once per start, never per tick. Signals
+go through pidfds, so a PID reused between the scan and the kill is never hit.
 """
 
 from __future__ import annotations
@@ -21,11 +24,28 @@ from lane_runner.providers import cgroup
 log = logging.getLogger(__name__)
 
 NODE_VARIABLE = "LANE_RUNNER_NODE"
+HOME_VARIABLE = "LANE_RUNNER_NODE_HOME"
 
 
-def find(node: str, proc: Path = Path("/proc")) -> list[int]:
-    """PIDs of processes whose environment carries this node's id."""
-    marker = f"{NODE_VARIABLE}={node}".encode()
+def markers(node: str, home: Path) -> dict[str, str]:
+    """What every worker carries in its environment: the node id and the home's real path."""
+    return {NODE_VARIABLE: node, HOME_VARIABLE: os.path.realpath(home)}
+
+
+def carries(environ: bytes, node: str, home: Path | None) -> bool:
+    """Whether a process environment (``/proc/<pid>/environ``) marks a worker of ``node``
+    and, when given, of ``home``. A worker started before the home marker existed carries
+    none, and is taken for this home's."""
+    entries = environ.split(b"\0")
+    if f"{NODE_VARIABLE}={node}".encode() not in entries:
+        return False
+    prefix = f"{HOME_VARIABLE}=".encode()
+    homes = [entry.removeprefix(prefix) for entry in entries if entry.startswith(prefix)]
+    return home is None or not homes or os.fsencode(os.path.realpath(home)) in homes
+
+
+def find(node: str, proc: Path = Path("/proc"), *, home: Path | None = None) -> list[int]:
+    """PIDs of processes whose environment marks a worker of ``node`` (and ``home``)."""
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -34,23 +54,23 @@ def find(node: str, proc: Path = Path("/proc")) -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue  # gone already, or not ours to read: nothing to end
-        if marker in environ.split(b"\0"):
+        if carries(environ, node, home):
             found.append(int(entry.name))
     return found
 
 
-def end(node: str) -> list[int]:
-    """SIGKILL every leftover worker process of ``node``, and every process left in a
-    dead daemon's attempt cgroups (found by membership, whatever its environment);
-    returns the PIDs signalled."""
+def end(node: str, home: Path) -> list[int]:
+    """SIGKILL every leftover worker process of ``node`` in ``home``, and every process
+    left in a dead daemon's attempt cgroups (found by membership, whatever its
+    environment); returns the PIDs signalled."""
     ended = cgroup.sweep()
-    for pid in find(node):
+    for pid in find(node, home=home):
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             continue
         try:
-            if marker_still_there(pid, node):
+            if marker_still_there(pid, node, home):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 ended.append(pid)
         except ProcessLookupError:
@@ -62,10 +82,10 @@ def end(node: str) -> list[int]:
     return ended
 
 
-def marker_still_there(pid: int, node: str) -> bool:
+def marker_still_there(pid: int, node: str, home: Path) -> bool:
     """Re-check after the pidfd pins the process, so a reused PID is never signalled."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    return f"{NODE_VARIABLE}={node}".encode() in environ.split(b"\0")
+    return carries(environ, node, home)

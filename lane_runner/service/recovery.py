@@ -59,7 +59,7 @@ class RecoveryResult:
 
 def recover(services: Services) -> RecoveryResult:
     """Run only while holding the home lock with no worker running (start, ``recover``)."""
-    ended = leftovers.end(services.node)
+    ended = leftovers.end(services.node, services.home.root)
     report = services.journal.recover(services.commit, services.make_retryable)
     result = RecoveryResult(journal=report, ended_processes=ended)
     for slug in services.store.board_slugs():

@@ -23,6 +23,7 @@ from lane_runner.errors import UsageError
 from lane_runner.home import CLAUDE_SETTINGS, WIRE_SCHEMA, Home
 from lane_runner.providers import claude, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
+from lane_runner.service import identity
 from lane_runner.service.activity import Activity
 from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
@@ -266,7 +267,7 @@ def build(
         journal=Journal(home.lanes),
         router=router,
         judge=make_judge(cfg, router),
-        node=home.node_id(),
+        node=identity.node_id(home),
         binaries=binaries if binaries is not None else resolve_binaries(cfg, home),
         schema_path=write_result_schema(home),
         settings_path=write_claude_settings(home),

@@ -157,3 +157,16 @@ def test_bad_input_writes_nothing(cli: Cli, tmp_path: Path) -> None:
         assert words in cli.refused(*args), words
     assert cli.json("task", "ls") == before
     assert sorted(p.name for p in (cli.home / "boards").glob("*.db")) == ["main.db", "other.db"]
+
+
+def test_a_home_first_made_by_board_create_is_private(tmp_path: Path) -> None:
+    """Like every other home (``Home.ensure``), whatever the umask says."""
+    home = tmp_path / "fresh" / "home"
+    previous = os.umask(0o022)
+    try:
+        Cli(home).ok("board", "create", "main")
+    finally:
+        os.umask(previous)
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in (home, home / "boards")} == {
+        "home": "0o700", "boards": "0o700"
+    }

@@ -35,7 +35,7 @@ from schemas import load_bytes
 MARK_VARIABLE = "LANE_CONTRACT_MARK"
 
 
-def _missing(what: str) -> None:
+def missing(what: str) -> None:
     message = f"{what} (.ci/run installs the pinned CLIs and sets it)"
     if os.environ.get("LANE_CONTRACT_REQUIRED") == "1":
         pytest.fail(f"LANE_CONTRACT_REQUIRED=1 but {message}", pytrace=False)
@@ -46,7 +46,7 @@ def cli_path(provider: str) -> Path:
     variable = f"LANE_CONTRACT_{provider.upper()}"
     value = os.environ.get(variable)
     if not value:
-        _missing(f"{variable} is not set to a real {provider} CLI")
+        missing(f"{variable} is not set to a real {provider} CLI")
     path = Path(str(shutil.which(str(value)) or value))
     if not os.access(path, os.X_OK):
         pytest.fail(f"{variable}={value} is not an executable", pytrace=False)
@@ -67,7 +67,7 @@ def worker() -> Worker:
     name = os.environ.get("LANE_CONTRACT_WORKER_USER") or None
     if name is None:
         if os.geteuid() == 0:
-            _missing("LANE_CONTRACT_WORKER_USER is not set and the tests run as root")
+            missing("LANE_CONTRACT_WORKER_USER is not set and the tests run as root")
         return Worker(None, os.geteuid(), os.getegid())
     entry = pwd.getpwnam(name)
     return Worker(name, entry.pw_uid, entry.pw_gid)

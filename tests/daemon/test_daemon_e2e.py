@@ -5,14 +5,16 @@ from __future__ import annotations
 import random
 import signal
 import sqlite3
+import subprocess
 import time
 
 import orjson
 import pytest
 
 from journal import Journal
-from lane_runner.board.model import Outcome, Status
-from tests.harness import BOARD, Lane
+from lane_runner.board.model import NewTask, Outcome, Status
+from lane_runner.providers.simulators.play import OUTPUT_FILE
+from tests.harness import BOARD, Lane, git
 
 UNFINISHED = {"pending", "prepared", "staging"}
 
@@ -220,3 +222,31 @@ def test_a_second_daemon_or_recover_is_refused_naming_the_holder(
     assert f"pid {daemon.pid}" in second.stderr
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
+
+
+def test_a_monorepo_folder_and_a_branch_named_like_the_board_stop_no_task(lane: Lane) -> None:
+    """``--workspace repo/service-a``: the CLI works in service-a of the task's worktree. A
+    branch named lane/work in the repository (git then has no room for lane/work/<task>)
+    leaves the board's tasks their flat branch, lane-work-<task> (issue 26, finding 7)."""
+    service = lane.repo / "service-a"
+    service.mkdir()
+    (service / "main.py").write_text("print()\n")
+    git("add", ".", cwd=lane.repo)
+    git("commit", "-qm", "a service", cwd=lane.repo)
+    git("branch", f"lane/{BOARD}", cwd=lane.repo)
+    in_service = lane.board.add_task(
+        NewTask(title="in the service", assignee="cli-auto", workspace=str(service))
+    )
+    at_top = lane.add("at the top")
+    daemon = lane.start("--until-idle")
+    assert daemon.wait(timeout=120) == 0
+    assert [lane.board.get_task(t.id).status for t in (in_service, at_top)] == [Status.DONE] * 2
+    worktree = lane.home.worktree(BOARD, in_service.id)
+    assert (worktree / "service-a" / OUTPUT_FILE).exists()
+    assert not (worktree / OUTPUT_FILE).exists()
+    for task in (in_service, at_top):
+        branch = subprocess.run(
+            ["git", "branch", "--show-current"], cwd=lane.home.worktree(BOARD, task.id),
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        assert branch == f"lane-{BOARD}-{task.id}"

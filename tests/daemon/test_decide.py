@@ -124,3 +124,11 @@ def test_every_classification_has_a_decision() -> None:
     """The match is exhaustive (mypy holds it statically, tests/test_static.py)."""
     for classification in Classification:
         assert decide(classification.value).step in Step
+
+
+def test_a_request_the_model_api_refuses_blocks_with_its_words() -> None:
+    """Refused (the context window, an invalid request): a retry would be refused again."""
+    decision = decide("refused")
+    assert decision.step is Step.BLOCK and decision.kind is BlockKind.CAPABILITY
+    assert decision.reason == "the model API refused the task: why"
+    assert not decision.count_failure

@@ -404,16 +404,44 @@ def test_a_provider_change_at_restart_is_noted(services: Services, lane: Lane) -
 
 
 def test_a_result_waiting_for_its_board_is_noted(services: Services, lane: Lane) -> None:
-    """The commit is refused for now (a board that failed the transaction, not the comment)."""
+    """The commit is refused for now (a board that failed the transaction, not the comment),
+    and the runner stops meanwhile: the result waits in the journal, and the task says so."""
     from journal import CommitResult
 
-    services.commit = lambda record: CommitResult.PENDING  # type: ignore[method-assign]
+    def refused(record: object) -> CommitResult:
+        services.cancel.set()  # the shutdown's grace is over while the commit waits
+        return CommitResult.PENDING
+
+    services.commit = refused  # type: ignore[method-assign]
     task = lane.add("board busy")
     found = claim(services, lane)
     assert RunExecutor(services, found).execute().ended == "pending"
     assert services.journal.has_pending(BOARD, task.id, found.run.id)
     notes = [c.body for c in lane.board.comments(task.id)]
     assert any(f"result of run {found.run.id} waits in the journal" in n for n in notes)
+
+
+def test_an_ending_the_board_will_not_take_is_tried_until_the_lease_is_lost(
+    services: Services, lane: Lane
+) -> None:
+    """The board refuses the commit again and again while the lease holds; once another
+    runner's rescue has the run, the executor stops trying and leaves the result pending."""
+    from journal import CommitResult
+
+    tries = []
+
+    def refused(record: object) -> CommitResult:
+        tries.append(record)
+        if len(tries) == 3:  # the lease ran out meanwhile and a rescue took the run
+            lane.board.reclaim(found.run.id, "lease expired", Outcome.EXPIRED)
+        return CommitResult.PENDING
+
+    services.commit = refused  # type: ignore[method-assign]
+    task = lane.add("board refusing")
+    found = claim(services, lane)
+    assert RunExecutor(services, found).execute().ended == "pending"
+    assert len(tries) >= 3
+    assert services.journal.has_pending(BOARD, task.id, found.run.id)
 
 
 def test_a_long_attempt_leaves_progress_notes(services: Services, lane: Lane) -> None:
@@ -465,3 +493,23 @@ def test_a_worker_inherits_what_worker_env_names_and_nothing_else(
         assert edit.read_text() == "proxy=http://proxy:3128 secret=\n"
     finally:
         built.close()
+
+
+def test_a_board_read_that_fails_mid_run_hands_the_run_back(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task's comments cannot be read for its context (the board's wait budget ran out):
+    the run goes back to ready, uncounted, instead of staying claimed until its lease ends."""
+    from lane_runner.board.base import BoardUnavailable
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise BoardUnavailable("board 'work' is unavailable: database is locked")
+
+    task = lane.add("context unreadable")
+    found = claim(services, lane)
+    monkeypatch.setattr(services.store.board(BOARD), "comments", unreadable)
+    assert RunExecutor(services, found).execute().ended == "cooldown"
+    run = lane.runs(task.id)[0]
+    assert run.outcome is Outcome.RECLAIMED and "database is locked" in (run.reason or "")
+    assert lane.board.get_task(task.id).status is Status.READY
+    assert lane.board.get_task(task.id).failure_count == 0

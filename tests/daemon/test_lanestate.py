@@ -80,3 +80,19 @@ def test_a_state_file_naming_another_task_is_not_trusted(tmp_path: Path) -> None
     save(tmp_path, lanestate.LaneState("b", "other", 1, sessions={"codex": "x"}))
     (tmp_path / "other.json").rename(tmp_path / "t1.json")
     assert lanestate.load(tmp_path, "b", "t1", 1).sessions == {}
+
+
+def test_why_a_run_failed_reaches_the_next_run_once(tmp_path: Path) -> None:
+    """A counted failure's reason survives the restart to the next claim, whose first
+    attempt is told it (run/executor.py), and then it is gone."""
+    from lane_runner.run.context import after_failure
+
+    state = lanestate.LaneState("b", "t1", 3)
+    state.failed("claude ended without calling the StructuredOutput tool")
+    save(tmp_path, state)
+    loaded = lanestate.load(tmp_path, "b", "t1", 4)
+    told = after_failure(loaded.take_retry_reason())
+    assert "not accepted: claude ended without calling the StructuredOutput tool" in told
+    assert loaded.take_retry_reason() is None and after_failure(None) == ""
+    save(tmp_path, loaded)
+    assert lanestate.load(tmp_path, "b", "t1", 5).retry_reason is None

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lane_runner.board.model import Status
 from lane_runner.service.lock import HomeLock, HomeLocked, holder
+from tests.harness import Lane
 
 HOLD = """
 import sys, time
@@ -86,3 +88,47 @@ def test_a_status_probe_never_makes_a_starting_daemon_give_up(tmp_path: Path) ->
     finally:
         probe.kill()
         probe.wait()
+
+
+WINDOW = 20.0  # seconds of tries: past the 11 s after which the old daemon let go
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_the_home_stays_locked_while_a_stopping_daemon_s_git_runs(lane: Lane) -> None:
+    """SIGTERM while a run's ``git worktree add`` is still busy (its post-checkout hook): the
+    daemon keeps the home lock until that git is gone, so a ``recover`` cannot reclaim the
+    run meanwhile; the run is handed back by the recover that follows."""
+    gate, hook_pid = lane.root / "gate", lane.root / "hook.pid"
+    gate.touch()
+    hook = lane.repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(
+        f"#!/bin/sh\necho $$ > '{hook_pid}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n"
+    )
+    hook.chmod(0o755)
+    task = lane.add("slow checkout")
+    daemon = lane.start()
+    try:
+        lane.wait(hook_pid.exists, what="the worktree's git hook")
+        lane.wait(lambda: hook_pid.read_text().strip() != "", what="the hook's pid")
+        git_hook = int(hook_pid.read_text())
+        daemon.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + WINDOW
+        while time.monotonic() < deadline and daemon.poll() is None:
+            recovered = lane.cli("recover")
+            if recovered.returncode in (0, 3):
+                assert not alive(git_hook), "recover took the home while the daemon's git ran"
+            else:
+                assert "holds" in recovered.stderr, recovered.stderr
+    finally:
+        gate.unlink()
+    assert daemon.wait(timeout=60) == 0
+    recovered = lane.cli("recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    assert lane.board.get_task(task.id).status is Status.READY

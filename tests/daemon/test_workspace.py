@@ -241,3 +241,112 @@ def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
         assert "git init" not in said and not worktree.exists()
     finally:
         shutil.rmtree(base)
+
+
+def gated_hook(repository: Path, gate: Path, started: Path) -> None:
+    """A post-checkout hook (``git worktree add`` runs it) that waits while ``gate`` exists."""
+    hook = repository / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch '{started}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n")
+    hook.chmod(0o755)
+
+
+def test_a_slow_git_in_one_repository_does_not_hold_up_another(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Worktrees are made one at a time per repository, not one at a time in the runner."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git("init", "-q", "-b", "main", cwd=other)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i",
+        cwd=other)
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    gate.touch()
+    gated_hook(repo, gate, started)
+    slow = threading.Thread(
+        target=workspace.prepare, args=(str(repo), tmp_path / "wt" / "slow", "lane/b/slow")
+    )
+    slow.start()
+    try:
+        for _ in range(1200):
+            if started.exists():
+                break
+            threading.Event().wait(0.05)
+        assert started.exists(), "the slow repository's hook never ran"
+        quick = threading.Thread(
+            target=workspace.prepare, args=(str(other), tmp_path / "wt" / "quick", "lane/b/quick")
+        )
+        quick.start()
+        quick.join(timeout=60)
+        assert not quick.is_alive(), "a worktree of another repository waited for the slow git"
+        assert slow.is_alive()  # still in its hook: the two really overlapped
+    finally:
+        gate.unlink()
+        slow.join(timeout=60)
+    assert (tmp_path / "wt" / "quick" / ".git").exists()
+    assert (tmp_path / "wt" / "slow" / "README").exists()
+
+
+def test_worktrees_of_one_repository_share_its_lock_whatever_path_names_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "service").mkdir()
+    workspace.prepare(str(repo), tmp_path / "wt" / "t1", "lane/b/t1")
+    common = {
+        workspace._locate(path, None).common  # type: ignore[union-attr]
+        for path in (repo, repo / "service", tmp_path / "wt" / "t1")
+    }
+    assert common == {(repo / ".git").resolve()}
+
+
+def commit_all(repository: Path, message: str) -> None:
+    git("add", "-A", cwd=repository)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", message, cwd=repository)
+
+
+def test_a_folder_of_a_repository_gets_the_repositorys_worktree_and_works_in_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """``--workspace repo/service-a`` (a monorepo): the CLI works in service-a of the worktree."""
+    (repo / "service-a").mkdir()
+    (repo / "service-a" / "main.py").write_text("print()\n")
+    commit_all(repo, "service")
+    target = tmp_path / "wt" / "t1"
+    made = workspace.prepare(str(repo / "service-a"), target, "lane/b/t1")
+    assert (made.path, made.folder, made.cwd) == (target, "service-a", target / "service-a")
+    assert (made.cwd / "main.py").exists() and (target / "README").exists()
+    again = workspace.prepare(str(repo / "service-a"), target, "lane/b/t1")  # a resume
+    assert (again.cwd, again.branch) == (target / "service-a", "lane/b/t1")
+    assert workspace.artifacts(target, ["main.py", "../README"], base=made.cwd) == [
+        "service-a/main.py", "README"
+    ]
+
+
+def test_a_folder_the_branch_does_not_have_is_refused_clearly(repo: Path, tmp_path: Path) -> None:
+    (repo / "untracked").mkdir()
+    with pytest.raises(workspace.WorkspaceError, match="folder untracked of its repository"):
+        workspace.prepare(str(repo / "untracked"), tmp_path / "wt" / "t1", "lane/b/t1")
+
+
+def test_a_branch_named_like_the_boards_folder_leaves_tasks_their_twin(
+    repo: Path, tmp_path: Path
+) -> None:
+    """git cannot have lane/b/t1 beside a branch lane/b: the task works on lane-b-t1, and
+    keeps it when its worktree is made again."""
+    git("branch", "lane/b", cwd=repo)
+    target = tmp_path / "wt" / "t1"
+    made = workspace.prepare(str(repo), target, "lane/b/t1")
+    assert made.branch == "lane-b-t1"
+    assert git("branch", "--show-current", cwd=target).strip() == "lane-b-t1"
+    (target / "work.txt").write_text("done\n")
+    commit_all(target, "work")
+    git("worktree", "remove", "--force", str(target), cwd=repo)
+    git("branch", "-D", "lane/b", cwd=repo)  # lane/b/t1 could be made now: the twin is kept
+    again = workspace.prepare(str(repo), target, "lane/b/t1")
+    assert again.branch == "lane-b-t1" and (target / "work.txt").exists()
+
+
+def test_a_task_already_on_its_lane_branch_keeps_it(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt" / "t1"
+    workspace.prepare(str(repo), target, "lane/b/t1")
+    git("worktree", "remove", "--force", str(target), cwd=repo)
+    assert workspace.prepare(str(repo), target, "lane/b/t1").branch == "lane/b/t1"

@@ -57,6 +57,34 @@ def verdict(name: str, stopped: Classification | None = None) -> tuple[Classific
         ("codex-resume-unknown", Classification.SESSION_MISSING,
          "Error: thread/resume: thread/resume failed: no rollout found for thread id "
          "0199a213-81c0-7800-8aa1-bbab2a035a53 (code -32600)"),
+        # Against the scripted model server (tests/realrun): the API's failures
+        ("codex-high-demand", Classification.CAPACITY,
+         "We’re currently experiencing high demand, which may cause temporary errors."),
+        ("claude-server-error", Classification.CAPACITY,
+         "API Error: 500 Internal server error. This is a server-side issue, usually temporary "
+         "— try again in a moment. If it persists, check your inference gateway "
+         "(127.0.0.1:18090)."),
+        ("codex-context-window", Classification.REFUSED,
+         "Codex ran out of room in the model's context window. Start a new thread or clear "
+         "earlier history before retrying."),
+        ("claude-prompt-too-long", Classification.REFUSED,
+         "Prompt is too long · the request is ~250000 tokens (limit 200000) but this "
+         "conversation is only ~2589 tokens — the rest is system prompt, tool definitions, "
+         "and attachment content. A single-exchange conversation cannot be compacted; reduce "
+         "attached files/tools or start with less context."),
+        # ... and a gateway configured wrong: the operator's to fix, not the task's
+        ("codex-missing-env-key", Classification.MISCONFIGURED,
+         "Missing environment variable: `CORP_LLM_KEY`."),
+        ("codex-provider-not-found", Classification.MISCONFIGURED,
+         "Error: Model provider `y` not found"),
+        ("codex-wire-api-chat", Classification.MISCONFIGURED,
+         'Error loading config.toml: `wire_api = "chat"` is no longer supported.'),
+        ("codex-model-missing", Classification.MISCONFIGURED,
+         "The model `gpt-5.5` does not exist or you do not have access to it."),
+        ("claude-model-missing", Classification.MISCONFIGURED,
+         "There's an issue with the selected model (claude-sonnet-4-5). It may not exist or "
+         "you may not have access to it. Run --model to pick a different model."),
+        ("claude-no-structured-output", Classification.FAILED, claude.NO_STRUCTURED_OUTPUT),
     ],
 )
 def test_each_real_output_is_classified(name: str, classification: Classification,

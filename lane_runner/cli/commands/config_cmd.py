@@ -9,7 +9,7 @@ from typing import Any
 from lane_runner import redact
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
-from lane_runner.config import KEYS, PROVIDERS, Config
+from lane_runner.config import KEYS, PROVIDERS, Config, cli_environment
 from lane_runner.providers.environment import allowed
 
 
@@ -22,19 +22,29 @@ def register(subparsers: Any) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """A value as shown: tuples as lists, URLs without their credentials (``redact``)."""
+    """A value as shown: tuples as lists, URLs without their credentials, credentials set
+    by name (``claude_env``'s ``ANTHROPIC_API_KEY``) hidden (``redact``)."""
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, dict):
+        return {
+            name: redact.setting(name, item) if isinstance(item, str) else item
+            for name, item in value.items()
+        }
     if isinstance(value, str):
         return redact.text(value)
     return value
 
 
 def worker_passes(cfg: Config) -> dict[str, list[str]]:
-    """Which variables of this environment a worker of each provider would inherit
-    (names only: values may be secrets), with ``worker_env`` applied."""
+    """Which variables a worker of each provider would get (names only: values may be
+    secrets): those of this environment ``worker_env`` lets through, and those
+    ``<provider>_env`` sets."""
     return {
-        provider: sorted(name for name in os.environ if allowed(provider, name, cfg.worker_env))
+        provider: sorted(
+            {name for name in os.environ if allowed(provider, name, cfg.worker_env)}
+            | set(cli_environment(cfg, provider))
+        )
         for provider in PROVIDERS
     }
 

@@ -15,7 +15,7 @@ from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.service import recovery
+from lane_runner.service import identity, recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
 
@@ -42,6 +42,18 @@ def register(subparsers: Any) -> None:
     run.set_defaults(handler=run_daemon)
     rec = subparsers.add_parser(
         "recover", help="replay the journal and hand back orphaned runs (exit 3: some must wait)"
+    )
+    identity_choice = rec.add_mutually_exclusive_group()
+    identity_choice.add_argument(
+        "--adopt",
+        action="store_true",
+        help="this home replaces the one its node id was made for (moved, or restored "
+        "after a loss; that one no longer runs): bind the id to this home",
+    )
+    identity_choice.add_argument(
+        "--new-node",
+        action="store_true",
+        help="this home (a copy) is a runner of its own: give it a new node id",
     )
     add_json_flag(rec)
     rec.set_defaults(handler=run_recover)
@@ -98,7 +110,12 @@ def run_daemon(args: argparse.Namespace) -> int:
 def run_recover(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     binaries = preflight(cfg)  # a bad configuration leaves the home untouched
-    with HomeLock(Home(cfg.home).lock_file, "recover"):
+    home = Home(cfg.home)
+    with HomeLock(home.lock_file, "recover"):
+        if args.adopt:
+            identity.adopt(home)
+        elif args.new_node:
+            identity.renew(home)
         services = build(cfg, binaries)
         try:
             result = recovery.recover(services)

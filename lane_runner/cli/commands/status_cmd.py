@@ -140,10 +140,12 @@ def _ago(now: float, at: float | None) -> str | None:
 
 
 def _warning(run: dict[str, Any]) -> str | None:
-    """A stuck warning, or the provider slot a run waits for."""
+    """A stuck warning, the provider slot a run waits for, or its ending waiting for the board."""
     texts = [w["message"] for w in run.get("warnings", [])]
     if run.get("waiting_for"):
         texts.append(f"waiting for a {run['waiting_for']} slot")
+    if run.get("ending"):
+        texts.append(run["ending"])
     return "; ".join(texts) or None
 
 

@@ -161,6 +161,7 @@ class Run:
         name = self.scenario.name
         self.event("system", session_id, subtype="init", cwd=os.getcwd(), model=self.model,
                    permissionMode="bypassPermissions", tools=["Bash", "Edit", "Read", "Write"])
+        play.wait_at_gate()
         if name == "auth":
             self.assistant(session_id, "Not logged in · Please run /login",
                            error="authentication_failed")

@@ -124,6 +124,7 @@ class Run:
         name = self.scenario.name
         turn = self.sessions.next_turn(thread_id)
         self.item("reasoning", text="**Reading the task**")
+        play.wait_at_gate()
         if name == "capacity":
             self.fail_turn("You've hit your usage limit. Upgrade to Pro "
                            "(https://chatgpt.com/explore/pro), or try again at 3:05 PM.")

@@ -10,6 +10,10 @@ provider only, e.g. a capacity failure that a fallback to the other survives),
 ``LANE_RUNNER_SIM_STARTED_LOG`` names a file each run appends one JSON line to
 at startup: when the kernel forked the process and when the simulator code began
 running (both wall-clock seconds), so benchmarks can time "ready → started".
+
+``LANE_RUNNER_SIM_GATE`` names a file: while it exists, each run waits after its
+first event, before its scenario plays out, so a test can hold every CLI at one
+point (then, say, lock the board) and let them all finish at once by removing it.
 """
 
 from __future__ import annotations
@@ -82,6 +86,13 @@ def note_start() -> None:
     line = json.dumps({"pid": os.getpid(), "forked_at": forked_at, "running_at": now})
     with open(target, "a", encoding="utf-8") as log:
         log.write(line + "\n")
+
+
+def wait_at_gate() -> None:
+    """Wait while the file named by ``LANE_RUNNER_SIM_GATE`` exists (see the docstring above)."""
+    gate = os.environ.get("LANE_RUNNER_SIM_GATE")
+    while gate and os.path.lexists(gate):
+        time.sleep(0.02)
 
 
 def pause(scale: float = 1.0) -> None:

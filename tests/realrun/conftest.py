@@ -1,0 +1,256 @@
+"""Real runs: the daemon drives the real, pinned CLIs against a scripted model server.
+
+What the contract suite (tests/contract) needs, plus:
+
+- ``model_server``: ``modelserver.py`` as the first process of a network namespace
+  of its own (``netns.py``), answering both CLIs by the script each test writes;
+- ``real_lane``: a home, a board and a repository the worker user owns, whose
+  ``config.toml`` points the CLIs at that server with the operator's own settings
+  (``codex_config``, ``codex_env``, ``claude_env``; README, "Your own model
+  gateway"), and whose daemon and commands run inside the namespace.
+
+Without a namespace, the pinned CLIs or the worker user the tests skip, naming why;
+``LANE_CONTRACT_REQUIRED=1`` (CI) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.contract import conftest as contract
+from tests.contract.conftest import MARK_VARIABLE, Scratch, cli_path
+from tests.harness import BOARD, Lane, git
+
+from . import netns
+
+#: The contract suite's fixtures: the worker user, and a scratch directory it can reach.
+worker = contract.worker
+scratch = contract.scratch
+
+SERVER = Path(__file__).with_name("modelserver.py")
+#: The scripted gateway's id in codex's configuration, and the variable its key is in.
+GATEWAY = "scripted"
+GATEWAY_KEY = "SCRIPTED_GATEWAY_KEY"
+#: Fast clocks, real CLIs: a node CLI takes seconds to start on a loaded machine, so
+#: the stall clock is generous unless a test is about it.
+REAL_CONFIG: dict[str, object] = {
+    "simulate": False,
+    "concurrency": 4,
+    "lease_ttl": 120.0,
+    "heartbeat_interval": 0.5,
+    "stall_timeout": 90.0,
+    "shutdown_grace": 2.0,
+    "cooldown_base": 0.3,
+    "cooldown_max": 1.0,
+    "progress_note_interval": 0,
+    "worker_env": [MARK_VARIABLE],
+}
+
+
+def answer(summary: str, changed: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+    """A worker result, as a scripted model gives it."""
+    result: dict[str, Any] = {
+        "status": "completed", "summary": summary, "changed_files": changed or [],
+        "tests_run": [], "artifacts": [], "findings": [], "blockers": [],
+    }
+    result.update(fields)
+    return result
+
+
+@dataclass
+class ModelServer:
+    """The scripted server, its script and what the CLIs sent it."""
+
+    root: Path
+    process: subprocess.Popen[bytes] = field(init=False)
+    port: int = field(init=False)
+
+    @property
+    def script_file(self) -> Path:
+        return self.root / "script.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "requests.jsonl"
+
+    def start(self) -> None:
+        self.script_file.write_text(json.dumps({"tasks": {}}))
+        ready = self.root / "port"
+        argv = [sys.executable, str(SERVER), "--script", str(self.script_file),
+                "--log", str(self.log_file), "--ready", str(ready), "--loopback-up"]
+        output = (self.root / "server.out").open("wb")
+        self.process = subprocess.Popen(netns.isolated(argv), stdout=output, stderr=output)
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                said = (self.root / "server.out").read_text(errors="replace")
+                pytest.fail(f"the scripted model server did not start: {said}", pytrace=False)
+            time.sleep(0.05)
+        self.port = int(ready.read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def script(self, marker: str, **providers: list[dict[str, Any]]) -> None:
+        """Give ``marker``'s task its steps per provider (``codex=[...]``, ``claude=[...]``)."""
+        document = json.loads(self.script_file.read_text())
+        document["tasks"][marker] = providers
+        temporary = self.script_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps(document))
+        temporary.replace(self.script_file)
+
+    def requests(
+        self, marker: str | None = None, provider: str | None = None
+    ) -> list[dict[str, Any]]:
+        if not self.log_file.exists():
+            return []
+        lines = self.log_file.read_text().split("\n")[:-1]  # the last may be half written
+        entries = [json.loads(line) for line in lines if line]
+        return [e for e in entries if (marker is None or e["marker"] == marker)
+                and (provider is None or e["provider"] == provider)]
+
+    def join(self, argv: list[str]) -> list[str]:
+        """``argv`` run inside the server's network namespace."""
+        return netns.joined(self.process.pid, argv)
+
+    def base_url(self, provider: str) -> str:
+        """What each CLI is pointed at: codex appends ``/responses``, claude ``/v1/messages``."""
+        root = f"http://127.0.0.1:{self.port}"
+        return f"{root}/v1" if provider == "codex" else root
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str,
+               log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    said = log.read_text(errors="replace")[-6000:] if log and log.exists() else ""
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{said}")
+
+
+@pytest.fixture
+def model_server(scratch: Scratch) -> Iterator[ModelServer]:
+    reason = netns.unavailable()
+    if reason is not None:
+        contract.missing(f"real runs need a network namespace of their own: {reason}")
+    server = ModelServer(scratch.path("model-server", directory=True))
+    server.start()
+    yield server
+    server.stop()
+
+
+def gateway_settings(server: ModelServer) -> dict[str, object]:
+    """The operator's settings that point both CLIs at the scripted server (README)."""
+    return {
+        "codex_config": {
+            "model_provider": GATEWAY,
+            "model_providers": {GATEWAY: {
+                "name": "Scripted model server",
+                "base_url": server.base_url("codex"),
+                "wire_api": "responses",
+                "env_key": GATEWAY_KEY,
+                "requires_openai_auth": False,
+                "request_max_retries": 1,
+                "stream_max_retries": 1,
+            }},
+            "analytics": {"enabled": False},
+            "features": {"plugins": False},
+        },
+        "codex_env": {GATEWAY_KEY: "scripted-codex-key"},
+        "claude_env": {"ANTHROPIC_BASE_URL": server.base_url("claude")},
+    }
+
+
+@dataclass
+class RealLane(Lane):
+    """A home whose daemon drives the real CLIs, inside the model server's namespace."""
+
+    server: ModelServer | None = None
+    scratch: Scratch | None = None
+
+    def __post_init__(self) -> None:
+        assert self.server is not None and self.scratch is not None
+        self.config = {**REAL_CONFIG, **gateway_settings(self.server),
+                       "codex_bin": str(cli_path("codex")), "claude_bin": str(cli_path("claude"))}
+        if self.scratch.worker.name:
+            self.config["worker_user"] = self.scratch.worker.name
+        super().__post_init__()
+        worker = self.scratch.worker
+        for path in [self.repo, *self.repo.rglob("*")]:
+            os.chown(path, worker.uid, worker.gid, follow_symlinks=False)
+
+    def environ(self) -> dict[str, str]:
+        assert self.scratch is not None
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            MARK_VARIABLE: self.scratch.mark,
+            # claude's key comes from the daemon's environment, codex's from codex_env
+            "ANTHROPIC_API_KEY": "scripted-claude-key",
+            "CODEX_HOME": str(self.scratch.path("cli-home", ".codex", directory=True)),
+            "CLAUDE_CONFIG_DIR": str(self.scratch.path("cli-home", ".claude", directory=True)),
+        }
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        assert self.server is not None
+        argv = [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.root), *args]
+        return subprocess.run(self.server.join(argv), env=self.environ(), capture_output=True,
+                              text=True, timeout=timeout, cwd=self.root)
+
+    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        assert self.server is not None
+        log = (self.root / "daemon.log").open("ab")
+        argv = [sys.executable, "-m", "lane_runner.cli.main", "--home", str(self.root), "run",
+                *args]
+        return subprocess.Popen(self.server.join(argv), env=self.environ(), stdout=log,
+                                stderr=log, cwd=self.root)
+
+    def commit_file(self, path: str, text: str) -> None:
+        """Add a file to the repository's main branch (before any task branches off it)."""
+        target = self.repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        git("-c", "safe.directory=*", "add", ".", cwd=self.repo)  # the worker's repository
+        git("-c", "safe.directory=*", "commit", "-qm", f"add {path}", cwd=self.repo)
+        assert self.scratch is not None
+        for found in [self.repo, *self.repo.rglob("*")]:
+            os.chown(found, self.scratch.worker.uid, self.scratch.worker.gid,
+                     follow_symlinks=False)
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        wait_until(condition, timeout, what, self.root / "daemon.log")
+
+    def task_log(self, task_id: str) -> str:
+        path = self.home.log_file(BOARD, task_id)
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture
+def real_lane(scratch: Scratch, model_server: ModelServer) -> Iterator[RealLane]:
+    cli_path("codex"), cli_path("claude")  # skip (or fail in CI) before building anything
+    lane = RealLane(scratch.path("home"), server=model_server, scratch=scratch)
+    yield lane
+    lane.stop_all()
+    for pid in lane.live_workers():
+        os.kill(pid, 9)  # only the CLIs of this home's node
+    lane.store.close()
+
+
+def marker(name: str) -> str:
+    """A task's marker: in its title, so in every prompt, and unique to the test run."""
+    return f"realrun-{name}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,139 @@
+"""The real CLIs finish whole tasks through the daemon: tools run, answers committed once,
+sessions resumed after a ``kill -9`` (see conftest.py for the set-up)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from lane_runner.board.model import Outcome, Status
+from tests.harness import BOARD
+
+from .conftest import ModelServer, RealLane, answer, marker
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def completions(lane: RealLane, task_id: str) -> list[dict[str, object]]:
+    return [e.data for e in lane.board.events(task_id) if e.kind in ("completed", "replayed")]
+
+
+def assert_committed_once(lane: RealLane, task_id: str, *changed: str) -> dict[str, object]:
+    """Done by one run, one completion on the board, the file in the task's worktree."""
+    task = lane.board.get_task(task_id)
+    assert task.status is Status.DONE, (task, lane.task_log(task_id)[-3000:])
+    completed = [run for run in lane.runs(task_id) if run.outcome is Outcome.COMPLETED]
+    assert [run.id for run in completed] == [task.completed_run_id]
+    assert len(completions(lane, task_id)) == 1
+    assert task.result is not None and task.result["changed_files"] == list(changed)
+    worktree = lane.home.worktree(BOARD, task_id)
+    status = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(worktree), "status",
+                             "--porcelain"],
+                            capture_output=True, text=True, check=False).stdout
+    assert all(path in status for path in changed), status
+    return completions(lane, task_id)[0]
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_each_cli_runs_a_tool_that_changes_the_worktree_and_answers(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    name = marker(f"work-{provider}")
+    steps = [{"shell": "echo made by a tool > made.txt"}]
+    if provider == "claude":
+        steps.append({"write": {"path": "written.txt", "content": "written by Write\n"}})
+    steps.append({"answer": answer("made made.txt", ["made.txt"])})
+    model_server.script(name, **{provider: steps})
+    task = real_lane.add(name, assignee=f"cli-{provider}-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    completed = assert_committed_once(real_lane, task.id, "made.txt")
+    worktree = real_lane.home.worktree(BOARD, task.id)
+    assert (worktree / "made.txt").read_text() == "made by a tool\n"
+    if provider == "claude":
+        assert (worktree / "written.txt").read_text() == "written by Write\n"
+    sent = model_server.requests(name, provider)
+    key = ({"authorization": "Bearer scripted-codex-key"} if provider == "codex"
+           else {"x-api-key": "scripted-claude-key"})  # codex_env's, and the daemon's own
+    assert all(key.items() <= r["headers"].items() for r in sent), sent[0]["headers"]
+    session = completed["metadata"]["sessions"][provider]  # type: ignore[index]
+    assert session == sent[-1]["session"], "the board's session is the one the server saw"
+    assert real_lane.live_workers() == []
+
+
+def tool_calls(request: dict[str, object], provider: str) -> list[str]:
+    """The ids of the tool calls in the conversation a request carries (its history)."""
+    body = request["body"]
+    assert isinstance(body, dict)
+    if provider == "codex":
+        return [item["call_id"] for item in body.get("input") or []
+                if item.get("type") == "function_call"]
+    return [block["id"] for message in body.get("messages") or []
+            if message.get("role") == "assistant" and isinstance(message.get("content"), list)
+            for block in message["content"] if block.get("type") == "tool_use"]
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_kill_9_between_two_tool_calls_then_the_same_session_resumes(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    """The daemon dies while the model is asked for its second tool call; the restarted
+    daemon ends the orphaned CLI, and the real ``exec resume`` / ``--resume`` carries the
+    conversation on: the server sees the first tool call replayed in the same session."""
+    name = marker(f"resume-{provider}")
+    model_server.script(name, **{provider: [
+        {"shell": "echo one > one.txt"},
+        {"attempts": [{"hang": True}, {"shell": "echo two > two.txt"}]},
+        {"answer": answer("made one.txt and two.txt", ["one.txt", "two.txt"])},
+    ]})
+    task = real_lane.add(name, assignee=f"cli-{provider}-low")
+    daemon = real_lane.start()
+    real_lane.wait_for(lambda: any(r["turn"] == 1 for r in model_server.requests(name)),
+                       120, "the CLI to ask for its second tool call")
+    first_run = real_lane.board.get_task(task.id).current_run_id
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait()
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    completed = assert_committed_once(real_lane, task.id, "one.txt", "two.txt")
+    assert real_lane.board.get_run(first_run).outcome is Outcome.RECLAIMED
+    assert real_lane.board.get_task(task.id).failure_count == 0
+    sent = model_server.requests(name, provider)
+    before = next(r for r in sent if r["turn"] == 1 and r["attempt"] == 0)
+    after = next(r for r in sent if r["turn"] == 1 and r["attempt"] == 1)
+    assert tool_calls(before, provider) and tool_calls(after, provider)[:1] == tool_calls(
+        before, provider)[:1], "the resumed session replays the first tool call"
+    assert before["session"] == after["session"]
+    assert completed["metadata"]["sessions"][provider] == after["session"]  # type: ignore[index]
+    resumed = "exec resume" if provider == "codex" else "--resume"
+    assert resumed in real_lane.task_log(task.id)
+    assert (real_lane.home.worktree(BOARD, task.id) / "two.txt").read_text() == "two\n"
+
+
+#: A repository hook that keeps claude alive after its answer (as issue 26 found).
+LINGERING_HOOK = {"hooks": {"SessionEnd": [{"hooks": [
+    {"type": "command", "command": "sleep 600", "timeout": 600}]}]}}
+
+
+def test_a_cli_that_answers_and_lingers_keeps_its_answer(
+    real_lane: RealLane, model_server: ModelServer
+) -> None:
+    """Real claude prints its ``result`` with the answer, then its SessionEnd hook keeps it
+    alive: the answer is committed, nobody redoes the work, the lingering tree is ended."""
+    real_lane.write_config(stall_timeout=15.0)
+    real_lane.commit_file(".claude/settings.json", json.dumps(LINGERING_HOOK))
+    name = marker("linger")
+    model_server.script(
+        name,
+        claude=[{"shell": "echo kept > kept.txt"},
+                {"answer": answer("made kept.txt", ["kept.txt"])}],
+        codex=[{"answer": answer("redone by codex", ["kept.txt"])}],
+    )
+    task = real_lane.add(name, assignee="cli-claude-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    done = real_lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.summary == "made kept.txt", real_lane.task_log(
+        task.id)[-3000:]
+    assert model_server.requests(name, "codex") == [], "nobody redid the work"
+    assert real_lane.live_workers() == []
