@@ -67,7 +67,7 @@ FUNCTIONS = {
 }
 #: Runs that patterns of the shape ``[set]*literal`` or ``\\S+ ...`` scan again from
 #: every position of, plus the plain and the control-heavy.
-UNITS = ["a-", "a:/", "x://", " ", "\x1b[", "session id ", "error: option '"]
+UNITS = ["a-", "a:/", "x://", " ", "\x1b[", "session id ", "error: option '", "model `"]
 
 
 def growth(function: str) -> dict[str, float]:
