@@ -207,7 +207,7 @@ class Daemon:
             with self.services.resting.use(run.board):
                 self.services.store.board(run.board).reclaim(
                     run.id,
-                    redact.text(f"worker crashed: {reason}"),
+                    redact.shown(f"worker crashed: {reason}"),
                     Outcome.FAILED,
                     count_failure=True,
                 )

@@ -2,14 +2,17 @@
 
 A URL may carry credentials (``http://user:pass@router/``, ``?token=...``), and a URL
 reaches logs, run reasons on the board, ``doctor`` and ``config show``. Every such
-place passes it through :func:`url` (a URL the runner holds) or :func:`text` (free
-text that may quote one, such as an HTTP client's error message).
+place passes it through :func:`url` (a URL the runner holds), :func:`text` (free
+text that may quote one, such as an HTTP client's error message) or :func:`shown`
+(free text of any size: a log line, a run reason).
 """
 
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from lane_runner import display
 
 HIDDEN = "***"
 
@@ -23,8 +26,12 @@ SECRET_NAME = re.compile(
     r"(?i)token|secret|password|passwd|authoriz|credential|api_?key|cookie|(?<!env_)key$"
 )
 
-#: A URL with a scheme inside free text.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+#: A URL with a scheme inside free text, matched from the start of the run of scheme
+#: characters it ends (the lookbehind): a match tried from every position of a long
+#: run such as ``a-a-a-…`` would scan the rest of the run each time, quadratic in its
+#: length. The scheme proper starts at the run's first letter (``_redacted``).
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z0-9+.-]+://[^\s'\"<>]+")
+_LETTER = re.compile(r"[A-Za-z]")
 
 
 def url(value: str) -> str:
@@ -55,8 +62,23 @@ def url(value: str) -> str:
 
 
 def text(value: str) -> str:
-    """``value`` with every URL in it passed through :func:`url`."""
-    return _URL_IN_TEXT.sub(lambda match: url(match.group(0)), value)
+    """``value`` with every URL in it passed through :func:`url`; linear in its length."""
+    return _URL_IN_TEXT.sub(_redacted, value)
+
+
+def _redacted(match: re.Match[str]) -> str:
+    """A scheme starts with a letter: what precedes the run's first letter stays as it is."""
+    found = match.group(0)
+    letter = _LETTER.search(found, 0, found.index("://"))
+    if letter is None:
+        return found
+    return found[: letter.start()] + url(found[letter.start() :])
+
+
+def shown(value: str, limit: int = display.MAX_REASON_CHARS) -> str:
+    """``value`` cut to ``limit`` characters, then redacted: what a log line or a run
+    reason carries, at the cost of the bound whatever the size of ``value``."""
+    return text(display.clipped(value, limit))
 
 
 def setting(name: str, value: str) -> str:

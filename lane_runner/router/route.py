@@ -12,14 +12,13 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from lane_runner import display
 from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, Lane, is_model_name
 from lane_runner.router.errors import Cause, RoutingError
 
 MODEL_PREFIXES = {"codex": "gpt-", "claude": "claude-"}
-MAX_REASON_CHARS = 2000
+MAX_REASON_CHARS = display.MAX_REASON_CHARS
 _WHITESPACE = re.compile(r"\s+")
-# Control characters left after whitespace is folded (ESC starts terminal sequences).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ def bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:
     """One line of at most ``limit`` characters: a router may send a rationale of any size,
     and its control characters (a terminal escape, a NUL) are shown escaped, not sent on."""
     line = _WHITESPACE.sub(" ", text).strip()
-    line = _CONTROL.sub(lambda match: f"\\x{ord(match.group(0)):02x}", line)
+    line = display.escaped(line)
     if len(line) <= limit:
         return line
     return f"{line[:limit]}… [{len(line) - limit} more characters]"

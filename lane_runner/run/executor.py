@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
-from lane_runner import config, files, redact
+from lane_runner import config, display, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -122,7 +122,7 @@ class RunExecutor:
             self.run.id,
             error,
         )
-        reason = redact.text(f"board unavailable: {error}")
+        reason = redact.shown(f"board unavailable: {error}")
         seconds = rules.cooldown(1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
         return self._requeue(reason, reason, seconds)
 
@@ -253,7 +253,7 @@ class RunExecutor:
         except RoutingError as error:
             self._note(
                 f"goal turn stays on {current.provider}/{current.model}: "
-                f"routing failed: {redact.text(str(error))}"
+                f"routing failed: {redact.shown(str(error))}"
             )
             return current
 
@@ -280,7 +280,7 @@ class RunExecutor:
         self.state.progressed()
         self.state.failed(decision.reason)
         self._save_state_if_possible()
-        reason = redact.text(decision.reason)
+        reason = redact.shown(decision.reason)
         return self._end(
             RunEnd.RETRY,
             decision.reason,
@@ -299,7 +299,7 @@ class RunExecutor:
             self.task.board,
             self.task.id,
             self.run.id,
-            redact.text(decision.reason),
+            redact.shown(decision.reason),
             decision.step.value,
         )
         if decision.step is decide.Step.COOLDOWN:
@@ -307,7 +307,7 @@ class RunExecutor:
         if decision.step is decide.Step.BLOCK:
             assert decision.kind is not None
             return self._block(decision.reason, decision.kind)
-        return self._report(RunEnd.ABANDON, redact.text(decision.reason))  # cut short
+        return self._report(RunEnd.ABANDON, redact.shown(decision.reason))  # cut short
 
     # -- steps ------------------------------------------------------------------
     def _workspace(self) -> workspace.Workspace:
@@ -428,7 +428,9 @@ class RunExecutor:
         self._note(route.describe())
 
     def _note(self, text: str) -> None:
-        self._guarded(self.board.comment, self.task.id, text, author=AUTHOR)
+        """A comment by the runner; it may quote a worker's words, so bounded and redacted."""
+        shown = redact.shown(text, display.MAX_LOG_CHARS)
+        self._guarded(self.board.comment, self.task.id, shown, author=AUTHOR)
 
     def _log_tail(self, size: int = 8192) -> str:
         """The end of the task's provider log: what a restarted task's last provider said."""
@@ -725,7 +727,7 @@ class RunExecutor:
         )
 
     def _block(self, reason: str, kind: BlockKind) -> RunReport:
-        reason = redact.text(reason)  # run reasons are shown to anyone who can read the board
+        reason = redact.shown(reason)  # shown to anyone who reads the board: bounded, no secrets
         # A person takes over: after an unblock the goal and the cycle count start anew.
         self.state.progressed()
         self.state.restart_goal()
@@ -753,7 +755,7 @@ class RunExecutor:
     def _cooldown(self, reason: str, cause: str) -> RunReport:
         """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
         row (``cycling``). A goal turn that could not run is not spent."""
-        reason = redact.text(reason)  # a routing error may quote the router's URL
+        reason = redact.shown(reason)  # a routing error may quote the router's URL
         self.state.cooled_down(cause, reason, time.time())
         verdict = cycling.after_cooldown(
             self.state.cooldowns, self.state.cycles, self.s.cfg.cooldown_limit

@@ -15,15 +15,17 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 import orjson
 
-from lane_runner import redact
+from lane_runner import display, redact
 
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
 CONTEXT_KEYS = ("board", "task", "run")
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
 
 _context: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "lane_runner_log_context", default=None
@@ -57,28 +59,40 @@ def timestamp_of(record: logging.LogRecord) -> str:
     return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: timestamp, level, logger, event, then board/task/run.
+def message(record: logging.LogRecord) -> str:
+    """The record's message, bounded, then redacted: a URL with credentials quoted by
+    any library (an HTTP client's error, a driver's) never reaches the log, and a
+    worker's megabytes cost no more than the bound."""
+    return redact.shown(record.getMessage(), display.MAX_LOG_CHARS)
 
-    Both formatters pass the message through ``redact.text``: a URL with credentials
-    quoted by any library (an HTTP client's error, a driver's) never reaches the log."""
+
+def exception_text(formatter: logging.Formatter, exc_info: ExcInfo) -> str:
+    """A record's exception, bounded, then redacted (its message may quote anything)."""
+    return redact.shown(formatter.formatException(exc_info), display.MAX_TRACEBACK_CHARS)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: timestamp, level, logger, event, then board/task/run."""
 
     def format(self, record: logging.LogRecord) -> str:
         document: dict[str, Any] = {
             "timestamp": timestamp_of(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": redact.text(record.getMessage()),
+            "event": message(record),
             **context_of(record),
         }
         if record.exc_info:
-            document["exception"] = redact.text(self.formatException(record.exc_info))
+            document["exception"] = exception_text(self, record.exc_info)
         return orjson.dumps(document, default=str).decode()
 
 
 class TextFormatter(logging.Formatter):
     """``<timestamp> lane-runner: <level>: <message> [board/task run N]`` for people at a
-    terminal or in a file: a daemon's text log is read long after it was written."""
+    terminal or in a file: a daemon's text log is read long after it was written.
+
+    One record, one line: the message's control characters (a worker's terminal
+    escapes, its newlines) are shown as ``\\xNN``; the exception text keeps its lines."""
 
     def format(self, record: logging.LogRecord) -> str:
         context = context_of(record)
@@ -87,12 +101,13 @@ class TextFormatter(logging.Formatter):
             where = f"{where} run {context['run']}".strip()
         line = (
             f"{timestamp_of(record)} lane-runner: {record.levelname.lower()}: "
-            f"{redact.text(record.getMessage())}"
+            f"{display.escaped(message(record))}"
         )
         if where:
             line += f" [{where}]"
         if record.exc_info:
-            line += "\n" + redact.text(self.formatException(record.exc_info))
+            text = exception_text(self, record.exc_info)
+            line += "\n" + display.escaped(text, keep_newlines=True)
         return line
 
 

@@ -145,10 +145,10 @@ def test_a_codex_out_of_reconnects_falls_back_freeing_its_slot(lane: Lane) -> No
 
 
 def test_an_answer_followed_by_a_lingering_cli_is_kept_not_stalled(lane: Lane) -> None:
-    """Claude prints its result, then stays alive (a SessionEnd hook, say) past the stall
-    clock: the attempt ends after the closing grace with its answer, judged and committed,
-    never "stalled -> fallback" to codex (issue 26, finding 1)."""
-    lane.write_config(stall_timeout=1.0)
+    """Claude prints its result, then stays alive (a SessionEnd hook, say): the attempt ends
+    after the closing grace (5 s) with its answer, judged and committed, never "stalled ->
+    fallback" to codex once the stall clock (10 s) runs out (issue 26, finding 1)."""
+    lane.write_config(stall_timeout=10.0)
     task = lane.add("answer then linger", body="[sim@claude:linger]", assignee="cli-claude-low")
     assert lane.start("--until-idle").wait(timeout=60) == 0
     done = lane.board.get_task(task.id)

@@ -39,17 +39,22 @@ def _logged_pids(log_path: Path) -> list[int]:
 
 @pytest.mark.parametrize("provider", ["codex", "claude"])
 def test_lease_loss_kills_the_whole_tree(make_request: RequestFactory, provider: str) -> None:
-    """Grandchildren that setsid and ignore SIGTERM, under a root that ignores it too."""
+    """Grandchildren that setsid and ignore SIGTERM, under a root that ignores it too.
+
+    The lease is lost once the simulator has reported its descendants: on a loaded
+    machine a fixed number of beats could come before it ignores SIGTERM."""
     beats: list[float] = []
+    log_path = make_request(provider).log_path
 
     def heartbeat() -> bool:
         beats.append(time.monotonic())
-        return len(beats) < 3
+        return len(beats) < 3 or b"pids: " not in log_path.read_bytes()
 
     req = make_request(provider, prompt="[sim:grandchildren] x", heartbeat=heartbeat)
+    assert req.log_path == log_path
     attempt = run_attempt(req)
     assert attempt.classification is Classification.LEASE_LOST
-    assert attempt.signal == 9 and len(beats) == 3
+    assert attempt.signal == 9 and len(beats) >= 3
     pids = _logged_pids(req.log_path)
     assert not [pid for pid in pids if _alive(pid)]
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "zombies left unreaped"

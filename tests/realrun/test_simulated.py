@@ -47,6 +47,11 @@ SHOWN_BY: dict[str, str] = {
     "lines is for CLIs to come",
     "huge": SIMULATOR_ONLY + "the real CLIs cap what they print of a tool's output, so a "
     "many-MiB line comes only from a simulator (tests/providers/test_supervisor.py)",
+    "long-summary": SIMULATOR_ONLY + "the runner bounds a summary of megabytes before its "
+    "log, reasons and comments read it, the same whichever CLI carried it; a simulator "
+    "hands one over in milliseconds (tests/daemon/test_long_texts.py)",
+    "escapes": SIMULATOR_ONLY + "the text log and journal show escape a summary's control "
+    "characters, the same whichever CLI carried it (tests/operator/test_terminal_escapes.py)",
 }
 
 

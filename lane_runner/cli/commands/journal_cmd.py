@@ -16,11 +16,12 @@ from typing import Any
 import orjson
 
 from journal import Entry, Journal
+from lane_runner import display
 from lane_runner.board import open_store, rules
 from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.cli import inspection
 from lane_runner.cli.main import add_json_flag, load_config
-from lane_runner.cli.output import duration, print_json, print_table, timestamp
+from lane_runner.cli.output import duration, print_json, print_table, printable, timestamp
 from lane_runner.errors import LaneRunnerError, NotFound, UsageError
 from lane_runner.home import Home
 
@@ -224,30 +225,42 @@ def show_entries(args: argparse.Namespace) -> int:
 
 
 def _print_explained(doc: dict[str, Any]) -> None:
+    """One entry for a person. Every line passes through ``printable``: a worker's summary,
+    a board's error or a planted file name may hold terminal escapes (``--json`` keeps
+    them exact); the summary is bounded, ``--json`` has it whole."""
+    for line in _explained_lines(doc):
+        print(printable(line))
+
+
+def _explained_lines(doc: dict[str, Any]) -> list[str]:
     validity = "valid" if doc["valid"] else f"INVALID ({doc['reason']})"
-    print(f"{doc['path']}")
-    print(f"  state:    {doc['state']}, {validity}, {doc['size']} bytes, {doc['file_kind']}")
-    print(f"  run:      {doc['board']}/{doc['task_id'] or '-'} run {doc['run_id'] or '-'}")
-    print(f"  modified: {doc['modified_at'] or '-'} ({duration(doc['age_seconds'])} ago)")
+    lines = [
+        f"{doc['path']}",
+        f"  state:    {doc['state']}, {validity}, {doc['size']} bytes, {doc['file_kind']}",
+        f"  run:      {doc['board']}/{doc['task_id'] or '-'} run {doc['run_id'] or '-'}",
+        f"  modified: {doc['modified_at'] or '-'} ({duration(doc['age_seconds'])} ago)",
+    ]
     if doc["digest"]:
-        print(f"  digest:   {doc['digest']}")
+        lines.append(f"  digest:   {doc['digest']}")
     record = doc["record"]
     if isinstance(record, dict) and "summary" in record:
-        print(f"  summary:  {record['summary']}")
+        summary = display.clipped(str(record["summary"]), display.MAX_REASON_CHARS)
+        lines.append(f"  summary:  {summary}")
     view = doc["board_view"]
     if view is not None:
         if view["error"]:
-            print(f"  board:    unavailable: {view['error']}")
+            lines.append(f"  board:    unavailable: {view['error']}")
         elif view["task_status"] is None:
-            print("  board:    no such task")
+            lines.append("  board:    no such task")
         else:
-            print(
+            lines.append(
                 f"  board:    task {view['task_status']}, current run {view['current_run_id']}, "
                 f"completed by run {view['completed_run_id']}, "
                 f"last ended run {view['latest_ended_run_id']}, "
                 f"same result: {'yes' if view['result_matches'] else 'no'}"
             )
-    print(f"  recover:  {doc['recover']['action']}: {doc['recover']['why']}")
+    lines.append(f"  recover:  {doc['recover']['action']}: {doc['recover']['why']}")
+    return lines
 
 
 # -- verify ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
-    "unfinished", "artifacts", "linger",
+    "unfinished", "artifacts", "linger", "long-summary", "escapes",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -160,6 +160,8 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     ``goal:N`` answers incomplete, with an unfinished-work marker, until turn N.
     ``unfinished`` says completed while its summary admits work remains;
     ``artifacts`` names one real file and three that are not the worktree's.
+    ``long-summary:N`` answers incomplete with a summary of N characters (``a-a-…``, a
+    run a pattern tried from every position of would take quadratic time on).
     A completing answer really edits the workspace so git sees a diff.
     """
     result: dict[str, Any] = {
@@ -167,6 +169,10 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         "artifacts": [], "findings": [], "blockers": [],
     }
     goal = int(scenario.number(1)) if scenario.name == "goal" else 1
+    if scenario.name == "long-summary":
+        size = int(scenario.number(1 << 20))
+        result.update(status="incomplete", summary=("a-" * (size // 2 + 1))[:size])
+        return result
     if scenario.name == "incomplete" or turn < goal:
         result.update(status="incomplete", summary=f"turn {turn}: TODO: remaining work")
         return result
@@ -184,6 +190,8 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         outside = workspace.parent / "outside.txt"
         outside.write_text("not the worktree's\n")
         result.update(artifacts=[OUTPUT_FILE, str(outside), "missing.txt", "../outside.txt"])
+    if scenario.name == "escapes":  # a tool's colours or a hostile title, quoted by the model
+        result.update(summary="done \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m\r fake line")
     if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
         result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
     return result
