@@ -11,6 +11,7 @@ names it, and is then read through ``files.read_operator_file``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -196,6 +197,18 @@ def _worker_env(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _ip_address(value: Any) -> str:
+    """An IP address literal: the metrics listener binds it, so a name would be a guess."""
+    text = _text(value).strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(
+            "expected an IP address: 127.0.0.1 (this host only), 0.0.0.0 (every IPv4 "
+            "address, as a pod needs) or :: (every address)"
+        ) from None
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _text(value).strip()
@@ -374,14 +387,38 @@ KEYS: tuple[Key, ...] = (
     Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),
     Key("retention_bytes", _integer(1 << 20, 1 << 42), 128 << 20, "journal bytes kept per board"),
     Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
-    Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
+    Key(
+        "metrics_port",
+        _integer(0, 65535),
+        0,
+        "Prometheus metrics, /healthz and /readyz on <metrics_address>:<port>; 0: off",
+    ),
+    Key(
+        "metrics_address",
+        _ip_address,
+        "127.0.0.1",
+        "address the metrics port binds: loopback, or 0.0.0.0 / :: in a pod",
+    ),
+    Key(
+        "health_timeout",
+        _number(1, 86400),
+        120.0,
+        "/healthz fails once the loop has not completed a healthy turn for this long (seconds)",
+    ),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 #: Keys a running daemon reads once, at start: the board store and its failure limit,
 #: the worker user its home was opened for, the metrics listener. A reload (SIGHUP)
 #: keeps their running values and says so; every other key takes effect at once.
 MAX_CONFIG_BYTES = 1 << 20
-RESTART_KEYS = ("board_url", "hermes_boards", "failure_limit", "worker_user", "metrics_port")
+RESTART_KEYS = (
+    "board_url",
+    "hermes_boards",
+    "failure_limit",
+    "worker_user",
+    "metrics_port",
+    "metrics_address",
+)
 
 
 @dataclass(frozen=True)
