@@ -3,10 +3,15 @@
 Every key is declared once in ``KEYS`` with its parser, default and meaning, so
 ``config show`` can print the effective value and where it came from, and an
 unknown key or a bad value is an error that names the key.
+
+The file is the operator's input, not the runner's state: it may be a link (as
+Kubernetes mounts a ConfigMap), or live outside the home where ``LANE_RUNNER_CONFIG``
+names it, and is then read through ``files.read_operator_file``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -26,9 +31,18 @@ from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, is_lane_assignee, 
 from lane_runner.providers import codex
 
 ENV_PREFIX = "LANE_RUNNER_"
-# LANE_RUNNER_* variables that are not settings: the home, the simulators' knobs
-# (passed through to simulated CLIs) and the markers the runner gives its workers.
-NOT_SETTINGS = ("LANE_RUNNER_HOME", "LANE_RUNNER_SIM_", "LANE_RUNNER_NODE", "LANE_RUNNER_ATTEMPT")
+#: Names the configuration file when it is not ``config.toml`` in the home.
+CONFIG_VARIABLE = "LANE_RUNNER_CONFIG"
+# LANE_RUNNER_* variables that are not settings: the home, the configuration file,
+# the simulators' knobs (passed through to simulated CLIs) and the markers the
+# runner gives its workers.
+NOT_SETTINGS = (
+    "LANE_RUNNER_HOME",
+    CONFIG_VARIABLE,
+    "LANE_RUNNER_SIM_",
+    "LANE_RUNNER_NODE",
+    "LANE_RUNNER_ATTEMPT",
+)
 
 
 def default_home(environ: Mapping[str, str] = os.environ) -> Path:
@@ -223,6 +237,18 @@ def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_env``: variables the operator sets for that CLI's workers."""
     return dict(cfg.values[f"{provider}_env"])
+
+
+def _ip_address(value: Any) -> str:
+    """An IP address literal: the metrics listener binds it, so a name would be a guess."""
+    text = _text(value).strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(
+            "expected an IP address: 127.0.0.1 (this host only), 0.0.0.0 (every IPv4 "
+            "address, as a pod needs) or :: (every address)"
+        ) from None
 
 
 def _choice(*choices: str) -> Callable[[Any], str]:
@@ -422,14 +448,38 @@ KEYS: tuple[Key, ...] = (
     Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),
     Key("retention_bytes", _integer(1 << 20, 1 << 42), 128 << 20, "journal bytes kept per board"),
     Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
-    Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
+    Key(
+        "metrics_port",
+        _integer(0, 65535),
+        0,
+        "Prometheus metrics, /healthz and /readyz on <metrics_address>:<port>; 0: off",
+    ),
+    Key(
+        "metrics_address",
+        _ip_address,
+        "127.0.0.1",
+        "address the metrics port binds: loopback, or 0.0.0.0 / :: in a pod",
+    ),
+    Key(
+        "health_timeout",
+        _number(1, 86400),
+        120.0,
+        "/healthz fails once the loop has not completed a healthy turn for this long (seconds)",
+    ),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 #: Keys a running daemon reads once, at start: the board store and its failure limit,
 #: the worker user its home was opened for, the metrics listener. A reload (SIGHUP)
 #: keeps their running values and says so; every other key takes effect at once.
 MAX_CONFIG_BYTES = 1 << 20
-RESTART_KEYS = ("board_url", "hermes_boards", "failure_limit", "worker_user", "metrics_port")
+RESTART_KEYS = (
+    "board_url",
+    "hermes_boards",
+    "failure_limit",
+    "worker_user",
+    "metrics_port",
+    "metrics_address",
+)
 
 
 @dataclass(frozen=True)
@@ -475,10 +525,28 @@ def _parse(key: Key, raw: Any, where: str) -> Any:
         raise UsageError(f"bad value for {key.name} in {where}: {shown}") from None
 
 
-def _read_file(path: Path) -> dict[str, Any]:
-    """The settings in ``path``; {} when absent (a FIFO or link there is moved aside)."""
+def config_file(home: Path, environ: Mapping[str, str]) -> tuple[Path, bool]:
+    """The configuration file, and whether a setting named it: the file
+    ``LANE_RUNNER_CONFIG`` names (a mounted ConfigMap, say), else the home's ``config.toml``."""
+    named = environ.get(CONFIG_VARIABLE)
+    if named:
+        return Path(named).expanduser().absolute(), True
+    return Home(home).config_file, False
+
+
+def _read_file(path: Path, named: bool) -> dict[str, Any]:
+    """The settings in ``path``; {} when the home's own file is absent.
+
+    A named file, or a link at the home's name, is the operator's and read through its
+    links when only root or the runner's user can write what it reaches (anything else
+    is refused, naming why); any other entry at the home's name is read without
+    following anything, and a FIFO or device there moved aside.
+    """
     try:
-        data = files.read(path, MAX_CONFIG_BYTES)
+        if named or path.is_symlink():
+            data = files.read_operator_file(path, MAX_CONFIG_BYTES)
+        else:
+            data = files.read(path, MAX_CONFIG_BYTES)
         if len(data) > MAX_CONFIG_BYTES:
             raise UsageError(f"{path} is over {MAX_CONFIG_BYTES} bytes; is it the right file?")
         return tomllib.loads(data.decode("utf-8"))
@@ -497,8 +565,8 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
     home = (home or default_home(environ)).expanduser().absolute()
     values = {key.name: key.default for key in KEYS}
     sources = dict.fromkeys(values, "default")
-    path = Home(home).config_file
-    for name, raw in _read_file(path).items():
+    path, named = config_file(home, environ)
+    for name, raw in _read_file(path, named).items():
         if name not in KEYS_BY_NAME:
             raise UsageError(f"unknown key {name!r} in {path}; see 'lane-runner config show'")
         values[name] = _parse(KEYS_BY_NAME[name], raw, str(path))

@@ -29,6 +29,7 @@ from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
+from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import build, preflight
@@ -88,6 +89,7 @@ class Daemon:
         self.started_at = time.time()
         self.publisher = status.Publisher(Home(cfg.home).status_file)
         self.metrics_server: metrics.Server | None = None
+        self.health = Health(cfg.health_timeout)  # what /healthz and /readyz answer
         self.paused: pause.Pause | None = None
         self.hold: tuple[str, str] | None = None  # why free slots went unclaimed: kind, why
         self.memory: memory.Reading | None = None
@@ -108,6 +110,27 @@ class Daemon:
                 self.services.close()
 
     def _serve(self) -> int:
+        self._serve_metrics()  # before recovery: a long replay is "alive, not ready"
+        try:
+            self._recover()
+            threading.Thread(target=self._watch_boards, name="board-watch", daemon=True).start()
+            self.health.serving()
+            self.notifier.ready(self._status_line())
+            try:
+                while not self.stopping:
+                    self._tick()
+                    if self.until is not None and self.until(self):
+                        self.stopping = True
+                        break
+                    self._wait()
+            finally:
+                self._shutdown()
+        finally:
+            if self.metrics_server is not None:
+                self.metrics_server.close()
+        return 0
+
+    def _recover(self) -> None:
         result = recovery.recover(self.services)
         metrics.recovered(result.journal)
         self.pending_finalizations = result.pending_left
@@ -116,19 +139,6 @@ class Daemon:
             len(result.reclaimed),
             result.pending_left,
         )
-        self._serve_metrics()
-        threading.Thread(target=self._watch_boards, name="board-watch", daemon=True).start()
-        self.notifier.ready(self._status_line())
-        try:
-            while not self.stopping:
-                self._tick()
-                if self.until is not None and self.until(self):
-                    self.stopping = True
-                    break
-                self._wait()
-        finally:
-            self._shutdown()
-        return 0
 
     def _install_signals(self) -> dict[int, Any]:
         """Install the daemon's handlers; returns the previous ones for ``serve`` to restore."""
@@ -382,6 +392,7 @@ class Daemon:
             log.error("config reload failed, keeping the old configuration: %s", error)
             return
         self.cfg = cfg
+        self.health.timeout = cfg.health_timeout
         log.info("configuration reloaded (concurrency %d)", cfg.concurrency)
         if waiting:
             log.warning("%s changed: the new value takes effect at restart", ", ".join(waiting))
@@ -405,6 +416,8 @@ class Daemon:
                 time.sleep(WATCH_SLICE)
 
     def _notify(self, healthy: bool, now: float) -> None:
+        if healthy:
+            self.health.turned()
         interval = self.notifier.watchdog_interval
         if interval is not None and healthy and now - self.last_watchdog >= interval:
             self.notifier.watchdog()
@@ -412,16 +425,19 @@ class Daemon:
         self.notifier.status(self._status_line())
 
     def _serve_metrics(self) -> None:
-        port = self.cfg.metrics_port
+        port, address = self.cfg.metrics_port, self.cfg.metrics_address
         if not port:
             return
         try:
-            self.metrics_server = metrics.serve(port)
+            self.metrics_server = metrics.serve(port, address, self.health)
         except OSError as error:
             # Safe to go on: metrics are opt-in observability, the work matters more.
-            log.error("metrics port %s unusable, serving without metrics: %s", port, error)
+            log.error(
+                "metrics port %s:%s unusable, serving without metrics: %s", address, port, error
+            )
             return
-        log.info("metrics on http://%s:%d/metrics", metrics.LOOPBACK, self.metrics_server.port)
+        shown = f"[{address}]" if ":" in address else address
+        log.info("metrics, /healthz and /readyz on http://%s:%d", shown, self.metrics_server.port)
 
     def _publish(self, now: float) -> None:
         """Gauges every turn; ``status.json`` when it changed, at most once a second."""
@@ -464,6 +480,7 @@ class Daemon:
         reclaim a run whose git is still running.
         """
         self.stopping = True
+        self.health.stopping()
         if self.stop_signal is not None:
             log.info(
                 "%s: stop claiming, finish or hand back running work",
@@ -485,5 +502,3 @@ class Daemon:
         self.pool.shutdown(wait=True, cancel_futures=True)
         self._reap()
         self.publisher.withdraw()
-        if self.metrics_server is not None:
-            self.metrics_server.close()

@@ -1,6 +1,6 @@
 """Files of the home and the worktrees, opened as if someone hostile planted them.
 
-The runner's own files (status.json, the configuration, lane state, provider
+The runner's own files (status.json, lane state, provider
 health, task logs, the worker's result file, the node id, the lock's holder) sit
 in directories another process may write to: an operator's mistake, a worker
 user, an attacker. A symbolic link there must never be followed (as root the
@@ -18,6 +18,13 @@ The journal does the same for its records with inode pinning (``journal/pin.py``
 this module serves the files the journal does not own. Writes are atomic
 (a new private file, fsync, rename over the name, fsync the directory); rename
 replaces a planted link itself, never its target.
+
+The operator's own inputs are different (``read_operator_file``): Kubernetes mounts
+every ConfigMap and Secret key as a link (``config.toml -> ..data/config.toml``), so
+such a file is read through its links, provided what it reaches is a regular file
+that only root or the runner's own user can write: a worker user cannot feed the
+runner a configuration of its own through a link. A ``config.toml`` that is no link
+is read like the runner's own files.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from journal.pin import kind_of
-from lane_runner.errors import LaneRunnerError
+from lane_runner.errors import LaneRunnerError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +65,11 @@ class UnsafePath(LaneRunnerError, OSError):
 
     An OSError to the code that opens files, and a LaneRunnerError to the command line,
     which prints its one line instead of a traceback."""
+
+
+class RefusedInput(UsageError):
+    """An operator's file reached through a link, or named by a setting, that the runner
+    will not read: missing, not a regular file, or writable by someone else."""
 
 
 @contextlib.contextmanager
@@ -144,18 +156,70 @@ def read_entry(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
     with directory(path.parent) as dir_fd:
         fd = _open_regular(dir_fd, path.name, _READ_FLAGS, path.parent)
     try:
-        status = os.fstat(fd)
-        chunks: list[bytes] = []
-        remaining = limit + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks), status
+        return _read_upto(fd, limit), os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def _read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes from ``fd``'s position on."""
+    chunks: list[bytes] = []
+    remaining = limit + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_operator_file(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the operator's file ``path``, following its links.
+
+    What is opened must be a regular file owned by root or by the runner's own user
+    that neither group nor others may write (checked on the descriptor read, so a
+    swap after the check reads nothing else); otherwise ``RefusedInput`` says why and
+    what to do. The entry is looked at before the open, so a device is never opened.
+    """
+    try:
+        kind = kind_of(os.stat(path).st_mode)
+        if kind != "regular":
+            raise RefusedInput(f"{_shown(path)} is a {kind}, not a regular file")
+        fd = os.open(path, _READ_FLAGS & ~os.O_NOFOLLOW)
+    except FileNotFoundError:  # never "absent, so defaults": the operator named this file
+        raise RefusedInput(f"{_shown(path)} does not exist") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise RefusedInput(f"{_shown(path)} is a {kind_of(status.st_mode)}, not a regular file")
+        if writer := _foreign_writer(status):
+            raise RefusedInput(
+                f"{_shown(path)} can be written by {writer}: lane-runner reads an operator's "
+                "file only when root or its own user alone can write it "
+                f"(chmod go-w, chown root {os.path.realpath(path)})"
+            )
+        os.set_blocking(fd, True)
+        return _read_upto(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _shown(path: Path) -> str:
+    """``path`` as an error names it: with where its links lead, when it is one."""
+    target = os.path.realpath(path)
+    return f"{path} (a link to {target})" if target != str(path.absolute()) else str(path)
+
+
+def _foreign_writer(status: os.stat_result) -> str | None:
+    """Who besides root and the runner's user may write the file ``status`` describes."""
+    if status.st_uid not in (0, os.geteuid()):
+        return f"its owner, uid {status.st_uid}"
+    if status.st_mode & stat.S_IWOTH:
+        return "every user"
+    if status.st_mode & stat.S_IWGRP:
+        return f"group {status.st_gid}"
+    return None
 
 
 def read_tail(path: Path, size: int) -> bytes:

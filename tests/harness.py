@@ -11,14 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 import pytest
 
-from lane_runner.board.model import NewTask, Run, Status, Task
+from journal import Journal
+from lane_runner.board.model import NewTask, Outcome, Run, Status, Task
 from lane_runner.board.sql import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.home import Home
@@ -44,6 +45,31 @@ def git(*args: str, cwd: Path) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def assert_done_exactly_once(
+    board: SqlBoard, homes: Sequence[Home], *, settled: bool = True
+) -> None:
+    """Every task of ``board`` done by exactly one run, whose committed journal record, in
+    one of ``homes``, is the board's result; with ``settled``, no journal of ``homes``
+    still holds an unfinished or untrusted entry."""
+    committed: dict[str, Home] = {}
+    for home in homes:
+        for entry in Journal(home.lanes).entries():
+            if entry.kind == "committed":
+                committed[entry.name] = home
+            if settled:
+                assert entry.valid and entry.kind not in ("pending", "prepared", "staging"), entry
+    for task in board.list_tasks():
+        assert task.status is Status.DONE, task
+        completed = [run for run in board.runs(task.id) if run.outcome is Outcome.COMPLETED]
+        assert [run.id for run in completed] == [task.completed_run_id], task.id
+        name = f"{task.id}.run-{task.completed_run_id}.terminal.committed.json"
+        assert name in committed, f"no committed record for {task.id}"
+        record = orjson.loads((committed[name].lane_dir(task.board) / name).read_bytes())
+        assert (record["result"], record["summary"]) == (task.result, task.summary)
+        kinds = [event.kind for event in board.events(task.id)]
+        assert kinds.count("completed") + kinds.count("replayed") == 1, task.id
 
 
 def toml_value(value: object) -> str:

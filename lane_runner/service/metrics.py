@@ -1,4 +1,6 @@
-"""Prometheus metrics, served on an opt-in loopback port (config ``metrics_port``).
+"""Prometheus metrics, served on an opt-in port (config ``metrics_port``, loopback
+unless ``metrics_address`` says otherwise), with the probes ``/healthz`` and
+``/readyz`` beside them (``health.py``).
 
 One dedicated registry (never the process-global one, so tests and embedders
 see only lane-runner's series), named objects below, and helpers so each call
@@ -8,16 +10,20 @@ addition: the metrics exist whether or not anybody serves them.
 
 from __future__ import annotations
 
+import socket
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from journal import RecoveryReport
 from lane_runner.providers.model import Classification
+from lane_runner.service.health import Health, Verdict
 
-LOOPBACK = "127.0.0.1"
 REGISTRY = CollectorRegistry()
 
 CLAIMS = Counter("lane_runner_claims", "Runs claimed from a board", ["board"], registry=REGISTRY)
@@ -174,7 +180,51 @@ class Server:
         self.server.server_close()
 
 
-def serve(port: int) -> Server:
-    """Serve ``/metrics`` on 127.0.0.1 only: the numbers say what the runner holds."""
-    server, thread = start_http_server(port, addr=LOOPBACK, registry=REGISTRY)
+def serve(port: int, address: str, health: Health) -> Server:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``address``:``port``.
+
+    The numbers say what the runner holds, so the default address is loopback; a pod
+    names its own (``0.0.0.0``) for the kubelet's probes and Prometheus to reach it.
+    """
+    probes = {"/healthz": health.live, "/readyz": health.ready}
+    server = make_server(
+        address,
+        port,
+        _with_probes(make_wsgi_app(REGISTRY), probes),
+        _server_class(address),
+        handler_class=_QuietHandler,
+    )
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
     return Server(server, thread)
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _with_probes(metrics_app: WsgiApp, probes: dict[str, Callable[[], Verdict]]) -> WsgiApp:
+    """``metrics_app``, with each probe path answering 200 or 503 and its reason."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        probe = probes.get(environ.get("PATH_INFO", ""))
+        if probe is None:
+            return metrics_app(environ, start_response)
+        verdict = probe()
+        status = "200 OK" if verdict.ok else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"{verdict.reason}\n".encode()]
+
+    return app
+
+
+def _server_class(address: str) -> type[WSGIServer]:
+    """A threading server of the address's family (an IPv6 literal needs AF_INET6)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log on stderr: every probe and scrape would write a line there."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,92 @@ def test_config_show_lists_what_reaches_the_workers(tmp_path: Path) -> None:
     human = run_cli("--home", str(tmp_path), "config", "show", env=env).stdout
     assert "codex: " in human and "HTTPS_PROXY" in human.split("worker environment")[1]
     assert "postgres://s" not in human
+
+
+# -- the configuration file is the operator's: links as Kubernetes mounts them ------
+
+
+def configmap(directory: Path, text: str, version: str = "..2024_01_01_00_00_00.1") -> Path:
+    """``directory`` laid out as the kubelet mounts a ConfigMap: each key a link through
+    ``..data``, itself a link to a timestamped directory swapped on every update."""
+    data = directory / version
+    data.mkdir(parents=True)
+    (data / "config.toml").write_text(text)
+    (data / "config.toml").chmod(0o644)
+    staged = directory / "..data_tmp"
+    staged.symlink_to(version)
+    staged.rename(directory / "..data")  # the kubelet's atomic swap
+    key = directory / "config.toml"
+    if not key.is_symlink():
+        key.symlink_to("..data/config.toml")
+    return key
+
+
+def test_a_configmap_style_linked_config_toml_in_the_home_is_read(tmp_path: Path) -> None:
+    key = configmap(tmp_path / "mounted", "concurrency = 7\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").symlink_to(key)
+    cfg = config.load(home, {})
+    assert (cfg.concurrency, cfg.sources["concurrency"]) == (7, str(home / "config.toml"))
+    assert (home / "config.toml").is_symlink() and not list(home.glob("config.toml.aside-*"))
+
+
+def test_lane_runner_config_names_a_mounted_configmap_and_reads_its_updates(
+    tmp_path: Path,
+) -> None:
+    mounted = tmp_path / "etc"
+    key = configmap(mounted, "concurrency = 7\n")
+    environ = {config.CONFIG_VARIABLE: str(key)}
+    assert config.load(tmp_path / "home", environ).concurrency == 7
+    configmap(mounted, "concurrency = 9\n", version="..2024_01_01_00_05_00.2")  # an update
+    assert config.load(tmp_path / "home", environ).concurrency == 9
+
+
+@pytest.mark.parametrize(("mode", "who"), [(0o666, "every user"), (0o664, "group")])
+def test_a_link_to_a_file_others_may_write_is_refused_and_left_alone(
+    tmp_path: Path, mode: int, who: str
+) -> None:
+    key = configmap(tmp_path / "mounted", "concurrency = 7\n")
+    key.resolve().chmod(mode)
+    (tmp_path / "config.toml").symlink_to(key)
+    with pytest.raises(UsageError, match=f"can be written by {who}.*chmod go-w"):
+        config.load(tmp_path, {})
+    assert (tmp_path / "config.toml").is_symlink() and key.resolve().read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_link_to_a_file_another_user_owns_is_refused(tmp_path: Path) -> None:
+    key = configmap(tmp_path / "mounted", "concurrency = 7\n")
+    os.chown(key.resolve(), 65534, -1)  # a worker user's file, even 0644, is its to rewrite
+    (tmp_path / "config.toml").symlink_to(key)
+    with pytest.raises(UsageError, match="can be written by its owner, uid 65534"):
+        config.load(tmp_path, {})
+
+
+def test_a_dangling_link_or_a_missing_named_file_is_an_error_not_the_defaults(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.toml").symlink_to(tmp_path / "unmounted" / "config.toml")
+    with pytest.raises(UsageError, match=r"a link to .*unmounted/config.toml\) does not exist"):
+        config.load(tmp_path, {})
+    named = {config.CONFIG_VARIABLE: str(tmp_path / "nowhere.toml")}
+    with pytest.raises(UsageError, match="nowhere.toml does not exist"):
+        config.load(tmp_path / "home", named)
+
+
+def test_a_link_to_a_fifo_is_refused_without_waiting_on_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "config.toml").symlink_to(tmp_path / "pipe")
+    with pytest.raises(UsageError, match="is a fifo, not a regular file"):
+        config.load(tmp_path, {})
+
+
+def test_config_show_runs_on_a_linked_config(tmp_path: Path) -> None:
+    key = configmap(tmp_path / "mounted", "concurrency = 5\n")
+    result = run_cli(
+        "--home", str(tmp_path / "home"), "config", "show", "--json",
+        env={config.CONFIG_VARIABLE: str(key)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout)["keys"]["concurrency"] == {"value": 5, "source": str(key)}

@@ -15,24 +15,7 @@ import pytest
 from journal import Journal
 from lane_runner.board.model import NewTask, Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from tests.harness import BOARD, Lane, git
-
-UNFINISHED = {"pending", "prepared", "staging"}
-
-
-def assert_done_exactly_once(lane: Lane) -> None:
-    """Every task done by exactly one run, whose committed journal record is the board's result."""
-    for task in lane.tasks():
-        assert task.status is Status.DONE, task
-        completed = [run for run in lane.runs(task.id) if run.outcome is Outcome.COMPLETED]
-        assert [run.id for run in completed] == [task.completed_run_id], task.id
-        name = f"{task.id}.run-{task.completed_run_id}.terminal.committed.json"
-        record = orjson.loads((lane.home.lane_dir(BOARD) / name).read_bytes())
-        assert (record["result"], record["summary"]) == (task.result, task.summary)
-        completions = [e for e in lane.board.events(task.id) if e.kind in ("completed", "replayed")]
-        assert len(completions) == 1, task.id
-    left = [e for e in Journal(lane.home.lanes).entries() if e.kind in UNFINISHED or not e.valid]
-    assert left == []
+from tests.harness import BOARD, Lane, assert_done_exactly_once, git
 
 
 def test_fifty_tasks_at_concurrency_four_are_each_done_exactly_once(lane: Lane) -> None:
@@ -41,7 +24,7 @@ def test_fifty_tasks_at_concurrency_four_are_each_done_exactly_once(lane: Lane) 
         lane.add(f"task {index}", assignee=assignees[index % 4])
     daemon = lane.start("--until-idle")
     assert daemon.wait(timeout=240) == 0
-    assert_done_exactly_once(lane)
+    assert_done_exactly_once(lane.board, [lane.home])
     providers = {
         orjson.loads((lane.home.lane_dir(BOARD) / f"{t.id}.json").read_bytes())["provider"]
         for t in lane.tasks()
@@ -81,7 +64,7 @@ def test_chaos_twenty_kill_9s_during_a_hundred_tasks(lane: Lane) -> None:
         daemon.wait()
     finished = lane.start("--until-idle")
     assert finished.wait(timeout=300) == 0
-    assert_done_exactly_once(lane)
+    assert_done_exactly_once(lane.board, [lane.home])
     assert lane.live_workers() == []
 
 
@@ -190,7 +173,7 @@ def test_both_providers_out_of_capacity_cool_down_then_succeed(lane: Lane) -> No
     lane.wait(lambda: lane.board.get_task(task.id).status is Status.DONE, what="success")
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
-    assert_done_exactly_once(lane)
+    assert_done_exactly_once(lane.board, [lane.home])
 
 
 def test_a_finalization_waits_for_an_unavailable_board_then_commits(lane: Lane) -> None:
@@ -221,7 +204,7 @@ def test_a_finalization_waits_for_an_unavailable_board_then_commits(lane: Lane) 
     recover = lane.cli("recover", "--json")
     assert recover.returncode == 0, recover.stdout + recover.stderr
     assert lane.board.get_task(task.id).status is Status.DONE
-    assert_done_exactly_once(lane)
+    assert_done_exactly_once(lane.board, [lane.home])
 
 
 @pytest.mark.parametrize("command", [("run",), ("recover",)])

@@ -27,13 +27,13 @@ import pytest
 
 from journal import Journal
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import NewTask, Outcome, Status, Task
+from lane_runner.board.model import NewTask, Task
 from lane_runner.board.postgres import PostgresStore
 from lane_runner.board.sql import SqlBoard
 from lane_runner.clock import OFFSET_VARIABLE
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
-from tests.harness import Runner, git
+from tests.harness import Runner, assert_done_exactly_once, git
 
 BOARD = "shared"
 WORKSPACE = "repo"  # relative: each pod's daemon runs in its own directory
@@ -211,22 +211,7 @@ class Fleet:
 
     def assert_done_exactly_once(self) -> None:
         """Every task done by exactly one run, whose committed record sits in one pod's journal."""
-        committed = {
-            name: pod
-            for pod in self.pods
-            for kind, name, _ in pod.journal_kinds()
-            if kind == "committed"
-        }
-        for task in self.tasks():
-            assert task.status is Status.DONE, task
-            completed = [r for r in self.board.runs(task.id) if r.outcome is Outcome.COMPLETED]
-            assert [run.id for run in completed] == [task.completed_run_id], task.id
-            name = f"{task.id}.run-{task.completed_run_id}.terminal.committed.json"
-            assert name in committed, f"no committed record for {task.id}"
-            record = orjson.loads((committed[name].home.lane_dir(BOARD) / name).read_bytes())
-            assert (record["result"], record["summary"]) == (task.result, task.summary)
-            kinds = [e.kind for e in self.board.events(task.id)]
-            assert kinds.count("completed") + kinds.count("replayed") == 1, task.id
+        assert_done_exactly_once(self.board, [pod.home for pod in self.pods], settled=False)
 
     def close(self) -> None:
         for pod in self.pods:

@@ -17,9 +17,11 @@ CLIS = ("codex", "claude")
 def install(bin_dir: Path) -> dict[str, Path]:
     """Write ``codex`` and ``claude`` wrapper scripts into ``bin_dir``; their paths.
 
-    ``-P`` keeps the working directory (a task's workspace) off ``sys.path``.
+    ``-P`` keeps the working directory (a task's workspace) off ``sys.path``. The
+    directory is 0755 whatever the umask (the unit's is 077): a worker user runs them.
     """
     bin_dir.mkdir(parents=True, exist_ok=True)
+    bin_dir.chmod(0o755)
     installed: dict[str, Path] = {}
     for cli in CLIS:
         path = bin_dir / cli
