@@ -12,7 +12,6 @@ from contextlib import closing
 import orjson
 import pytest
 
-from journal import Journal
 from lane_runner.board.model import NewTask, Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
 from tests.harness import BOARD, Lane, assert_done_exactly_once, git
