@@ -41,7 +41,7 @@ SHOWN_BY: dict[str, str] = {
              "test_an_authentication_failure_marks_the_provider_in_its_health"),
     "session-missing": "contract/test_real_clis.py::test_claude_takes_every_argv_of_the_runner",
     "reconnect-forever": ("contract/test_real_clis.py::"
-                          "test_codex_takes_every_argv_and_its_reconnect_is_caught_by_the_stall_clock"),
+                          "test_codex_takes_every_argv_and_its_spent_reconnects_end_the_attempt"),
     "garbage": SIMULATOR_ONLY + "the real CLIs print only JSON lines on stdout (their warnings "
     "go to stderr: tests/providers/fixtures/real-cli); the supervisor's tolerance of other "
     "lines is for CLIs to come",
