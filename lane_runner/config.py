@@ -444,6 +444,12 @@ KEYS: tuple[Key, ...] = (
         "per board ('*': every other): after_create, before_run, after_run, after_done, "
         "before_remove commands and a timeout",
     ),
+    Key(
+        "delete_branches",
+        _boolean,
+        False,
+        "cleanup also deletes a finished task's branch once it is merged or pushed",
+    ),
     Key("metrics_port", _integer(0, 65535), 0, "Prometheus metrics on 127.0.0.1:<port>; 0: off"),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}

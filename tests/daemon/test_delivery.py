@@ -153,34 +153,37 @@ def test_the_commit_of_a_run_is_found_by_its_trailers_only(tmp_path: Path) -> No
     assert again.commit == made.commit and again.commits == made.commits
 
 
-POST_COMMIT_KILL = """#!/bin/sh
-# Kill the daemon (git's parent) right after the runner's commit, once.
+#: The repository's post-commit hook holds the runner's commit (once) right after git made
+#: it, until the test has killed the daemon: git runs as whichever user the runner gives
+#: it, and only the test may kill the daemon.
+POST_COMMIT_HOLD = """#!/bin/sh
 case "$(git log -1 --format=%B)" in *"Lane-Run:"*) ;; *) exit 0 ;; esac
-[ -e "$KILL_MARK" ] && exit 0
-touch "$KILL_MARK"
-daemon=$(awk '{print $4}' /proc/$PPID/stat)
-kill -9 "$daemon"
+[ -e {held} ] && exit 0
+touch {held}
+while [ ! -e {release} ]; do sleep 0.05; done
 """
 
 
 def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     lane: Lane,
 ) -> None:
-    """The daemon dies the moment its commit exists (the repository's post-commit hook
-    SIGKILLs git's parent), before the journal has a pending record. Restarted, it
-    finishes the task with exactly that one commit on the branch."""
-    mark = lane.root / "killed"
+    """The daemon is SIGKILLed while its commit exists and its git has not returned,
+    so before the journal has a pending record. Restarted, it finishes the task with
+    exactly that one commit on the branch, and without running the CLI again."""
+    held, release = lane.root / "commit-held", lane.root / "commit-release"
     hook = lane.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_KILL.replace("$KILL_MARK", str(mark)))
+    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
     hook.chmod(0o755)
     task = lane.add("crash at the commit", assignee="cli-codex-low")
     daemon = lane.start()
-    assert daemon.wait(timeout=120) == -signal.SIGKILL
-    assert mark.exists()
+    lane.wait(held.exists, what="the runner's commit")
+    daemon.send_signal(signal.SIGKILL)
+    assert daemon.wait(timeout=30) == -signal.SIGKILL
+    release.touch()
     branch = branch_of(lane, task.id)
     [made] = log(lane, f"main..{branch}")
-    pending = list(lane.home.lane_dir(BOARD).glob("*.terminal.*"))
-    assert pending == [] and lane.board.get_task(task.id).status is Status.RUNNING
+    assert list(lane.home.lane_dir(BOARD).glob("*.terminal.*")) == []
+    assert lane.board.get_task(task.id).status is Status.RUNNING
     assert lane.start("--until-idle").wait(timeout=120) == 0
     done = lane.board.get_task(task.id)
     assert done.status is Status.DONE
@@ -188,6 +191,7 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     worktree = lane.home.worktree(BOARD, task.id)
     assert status(worktree) == ""
     assert (worktree / OUTPUT_FILE).read_text().count("turn") == 1
+    assert len(lane.lane_state(task.id)["attempts"]) == 1  # type: ignore[arg-type]
     delivered = completed_data(lane, task.id)["delivery"]
     assert isinstance(delivered, dict) and delivered["commit"] == made
     record = orjson.loads(
