@@ -16,6 +16,7 @@ import pytest
 
 from lane_runner.board.model import Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
+from lane_runner.run import context as contexts
 from lane_runner.run import delivery, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services
@@ -199,3 +200,39 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
          ".terminal.committed.json").read_bytes()
     )
     assert record["metadata"]["delivery"]["commits"] == [made]
+
+
+def test_a_goal_turn_is_told_the_commits_on_its_branch(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """A before_run hook commits on the branch; the second goal turn's prompt names it."""
+    services.cfg = services.cfg.replace(hooks={"*": {"before_run": (
+        "echo prep > prep.txt && git add prep.txt && "
+        "git -c user.name=p -c user.email=p@localhost commit -qm 'prepared by a hook'"
+    )}})
+    continuations: list[str] = []
+    original = contexts.worker_prompt
+
+    def recording(context: str, handoff: str = "", continuation: str = "") -> str:
+        continuations.append(continuation)
+        return original(context, handoff, continuation)
+
+    monkeypatch.setattr(contexts, "worker_prompt", recording)
+    task = lane.add("two turns", body="[sim:goal:2]", goal_turns=2)
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    assert continuations[0] == ""
+    assert f"Commits on branch {branch_of(lane, task.id)} so far:\n" in continuations[1]
+    assert "prepared by a hook" in continuations[1]
+
+
+def test_a_handoff_lists_the_commits_since_the_branch_began(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    base = delivery.head(repo)
+    git("commit", "-q", "--allow-empty", "-m", "first step", cwd=repo)
+    commits = delivery.commit_log(repo, base)
+    assert commits.endswith(" first step") and "base" not in commits
+    text = workspace.handoff(repo, "", "main", commits=commits)
+    assert f"commits on the branch so far:\n{commits}\n" in text
