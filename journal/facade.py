@@ -103,13 +103,19 @@ class Journal:
             return False
 
     def collect(
-        self, now: float | None = None, policy: RetentionPolicy | None = None
+        self,
+        now: float | None = None,
+        policy: RetentionPolicy | None = None,
+        settled: retention.Settled | None = None,
     ) -> CollectReport:
+        """Bound each board's artifacts (``retention``); the lane states of the tasks
+        ``settled`` names are artifacts too."""
         return retention.collect(
             self.fs,
             self.lanes_root,
             time.time() if now is None else now,
             policy or RetentionPolicy(),
+            settled,
         )
 
     def entries(self, board: str | None = None) -> list[inspect.Entry]:

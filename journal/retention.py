@@ -1,10 +1,12 @@
 """Retention: bound each board's artifacts by age, count and bytes (§4 promise 6).
 
 Collectable: candidates, provider results, committed and conflict records,
-staging that no longer carries an accepted result, abandoned temp files and
-quarantine diagnostics. Never collected: pending and prepared records, staging
-that still carries a valid pending record, a task's lane state, and anything
-this module does not recognise. The decision (``plan``) is pure; removal goes
+staging that no longer carries an accepted result, abandoned temp files,
+quarantine diagnostics, and the lane state of a task the caller says is settled
+(``settled(board, task_id)``: the journal knows nothing of boards, so whether a
+task is finished is the caller's word). Never collected: pending and prepared
+records, staging that still carries a valid pending record, any other task's lane
+state, and anything this module does not recognise. The decision (``plan``) is pure; removal goes
 through identity-safe retirement, so an entry replaced since it was looked at
 survives.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,12 +90,22 @@ def plan(
     return doomed
 
 
-def collect(fs: FS, lanes_root: Path, now: float, policy: RetentionPolicy) -> CollectReport:
+#: Whether the task ``(board, task_id)`` is settled: its lane state may be collected.
+Settled = Callable[[str, str], bool]
+
+
+def collect(
+    fs: FS,
+    lanes_root: Path,
+    now: float,
+    policy: RetentionPolicy,
+    settled: Settled | None = None,
+) -> CollectReport:
     report = CollectReport()
     for board in boards(fs, lanes_root)[0]:
         try:
             with open_board(fs, lanes_root, board, create=False) as bd:
-                _collect_board(bd, now, policy, report)
+                _collect_board(bd, now, policy, report, settled)
         except OSError as error:
             log.warning("retention of board %s deferred: %s", board, error)
             report.deferred.append(board)
@@ -100,9 +113,13 @@ def collect(fs: FS, lanes_root: Path, now: float, policy: RetentionPolicy) -> Co
 
 
 def _collect_board(
-    bd: BoardDir, now: float, policy: RetentionPolicy, report: CollectReport
+    bd: BoardDir,
+    now: float,
+    policy: RetentionPolicy,
+    report: CollectReport,
+    settled: Settled | None,
 ) -> None:
-    artifacts = list(_board_artifacts(bd))
+    artifacts = list(_board_artifacts(bd, settled))
     quarantine_fd = _open_quarantine(bd)
     try:
         if quarantine_fd is not None:
@@ -128,7 +145,7 @@ def _artifact(fs: FS, dir_fd: int, folder: str, name: str) -> Artifact | None:
     return Artifact(folder, name, seen.st_size, seen.st_mtime, seen)
 
 
-def _board_artifacts(bd: BoardDir) -> list[Artifact]:
+def _board_artifacts(bd: BoardDir, settled: Settled | None) -> list[Artifact]:
     found: list[Artifact] = []
     for name in bd.fs.listdir(bd.fd):
         entry = names.parse(name)
@@ -138,10 +155,21 @@ def _board_artifacts(bd: BoardDir) -> list[Artifact]:
             entry.kind in _COLLECTABLE
             or entry.kind is names.Kind.STAGING
             or atomic.is_abandoned(entry)
+            or _settled_lane(bd.board, entry, settled)
         )
         if collectable and (artifact := _artifact(bd.fs, bd.fd, "", name)) is not None:
             found.append(artifact)
     return found
+
+
+def _settled_lane(board: str, entry: names.EntryName, settled: Settled | None) -> bool:
+    """A lane state whose task the caller says is settled."""
+    return (
+        settled is not None
+        and entry.kind is names.Kind.LANE_STATE
+        and entry.task_id is not None
+        and settled(board, entry.task_id)
+    )
 
 
 def _carries_result(bd: BoardDir, entry: names.EntryName) -> bool:

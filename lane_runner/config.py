@@ -27,7 +27,14 @@ import httpx
 from lane_runner import files, redact
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, is_lane_assignee, is_model_name
+from lane_runner.names import (
+    EFFORTS,
+    MODEL_RULE,
+    PROVIDERS,
+    is_lane_assignee,
+    is_model_name,
+    is_valid_name,
+)
 from lane_runner.providers import codex
 
 ENV_PREFIX = "LANE_RUNNER_"
@@ -281,6 +288,62 @@ def _models(value: Any) -> dict[str, str]:
     return models
 
 
+_IDENTITY = re.compile(r"\s*([^<>]*?)\s*<([^<>\s]+@[^<>\s]+)>\s*")
+
+
+def _identity(value: Any) -> str:
+    """``Name <email>``, as git names an author; spaces around the parts dropped."""
+    match = _IDENTITY.fullmatch(_text(value))
+    if match is None or not match.group(1).isprintable() or not match.group(1):
+        raise ValueError("expected 'Name <email>', e.g. 'lane-runner <lane-runner@localhost>'")
+    return f"{match.group(1)} <{match.group(2)}>"
+
+
+_REMOTE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+#: The hooks a board may have (see ``run/hooks.py``), and their timeout unless it says.
+HOOK_NAMES = ("after_create", "before_run", "after_run", "after_done", "before_remove")
+HOOK_TIMEOUT = 300.0
+
+
+def _remote(value: Any) -> str:
+    """A git remote's name (never an option, a URL or a path: those would be pushed to as is)."""
+    text = _text(value).strip()
+    if not _REMOTE.fullmatch(text) or ".." in text:
+        raise ValueError("expected a remote name such as origin (git remote -v lists them)")
+    return text
+
+
+def _hooks(value: Any) -> dict[str, dict[str, Any]]:
+    """Per board (``"*"``: every board without its own), hook name -> shell command, and
+    an optional ``timeout`` in seconds. From the environment: a TOML inline table."""
+    if isinstance(value, str):
+        try:
+            value = tomllib.loads(f"hooks = {value}")["hooks"] if value.strip() else {}
+        except tomllib.TOMLDecodeError as error:
+            example = '{main = {after_done = "..."}}'
+            raise ValueError(f"expected a TOML table such as {example}: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError("expected a table of boards, e.g. [hooks.main] after_done = \"...\"")
+    boards: dict[str, dict[str, Any]] = {}
+    for board, entry in value.items():
+        if board != "*" and not is_valid_name(board):
+            raise ValueError(f"{board!r} is not a board name (or '*' for every board)")
+        if not isinstance(entry, dict):
+            raise ValueError(f"hooks.{board} must be a table of hook = \"command\"")
+        boards[board] = {name: _hook_entry(board, name, item) for name, item in entry.items()}
+    return boards
+
+
+def _hook_entry(board: str, name: str, item: Any) -> Any:
+    if name == "timeout":
+        return _number(1, 86400)(item)
+    if name not in HOOK_NAMES:
+        raise ValueError(f"hooks.{board}.{name} is not a hook; expected {', '.join(HOOK_NAMES)}")
+    if not isinstance(item, str) or not item.strip() or "\x00" in item:
+        raise ValueError(f"hooks.{board}.{name} must be a shell command")
+    return item
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -448,6 +511,32 @@ KEYS: tuple[Key, ...] = (
     Key("retention_count", _integer(16, 10_000_000), 1024, "journal artifacts kept per board"),
     Key("retention_bytes", _integer(1 << 20, 1 << 42), 128 << 20, "journal bytes kept per board"),
     Key("log_rotate_bytes", _integer(4096, 1 << 40), 64 << 20, "rotate a task log past this size"),
+    Key(
+        "commit_author",
+        _identity,
+        "lane-runner <lane-runner@localhost>",
+        "author and committer of the commit that holds a task's result: 'Name <email>'",
+    ),
+    Key(
+        "push",
+        _choice("never", "on_done"),
+        "never",
+        "push a done task's branch to push_remote: never, or on_done (never forced)",
+    ),
+    Key("push_remote", _remote, "origin", "the git remote branches are pushed to"),
+    Key(
+        "hooks",
+        _hooks,
+        {},
+        "per board ('*': every other): after_create, before_run, after_run, after_done, "
+        "before_remove commands and a timeout",
+    ),
+    Key(
+        "delete_branches",
+        _boolean,
+        False,
+        "cleanup also deletes a finished task's branch once it is merged or pushed",
+    ),
     Key(
         "metrics_port",
         _integer(0, 65535),

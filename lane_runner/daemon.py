@@ -27,6 +27,7 @@ from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
+from lane_runner.run import cleanup
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
 from lane_runner.service.health import Health
@@ -94,6 +95,7 @@ class Daemon:
         self.hold: tuple[str, str] | None = None  # why free slots went unclaimed: kind, why
         self.memory: memory.Reading | None = None
         self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
+        self.sweeping: concurrent.futures.Future[None] | None = None  # cleanup (run/cleanup.py)
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
@@ -173,7 +175,7 @@ class Daemon:
             if self.timers["rescue"].ready(now):
                 recovery.rescue_expired(self.services, self._active_run_ids())
             if self.timers["gc"].ready(now):
-                self.services.journal.collect(policy=self._retention())
+                self._sweep()
             self._claim()
             self._watch_stuck(time.time())
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
@@ -228,6 +230,32 @@ class Daemon:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
         metrics.recovered(report)
         self.pending_finalizations = recovery.RecoveryResult(report).pending_left
+
+    def _sweep(self) -> None:
+        """Cleanup and the journal's retention (``run/cleanup.py``), on a pool thread: git
+        and hooks take their time, the loop may not. One sweep at a time; the shutdown
+        waits for it (it stops between tasks) before letting go of the home."""
+        if self.sweeping is not None and not self.sweeping.done():
+            return
+        self.sweeping = self.pool.submit(self._run_sweep)
+
+    def _run_sweep(self) -> None:
+        try:
+            report = cleanup.sweep(
+                self.services, self._retention(), time.time(), lambda: self.stopping
+            )
+        except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
+            log.exception("cleanup sweep failed; the next one tries again")
+            return
+        if report.worktrees_removed or report.followed_up or report.journal.removed:
+            log.info(
+                "cleanup: %d worktrees removed, %d results followed up, %d journal files "
+                "and %d logs removed",
+                len(report.worktrees_removed),
+                len(report.followed_up),
+                len(report.journal.removed),
+                len(report.logs_removed),
+            )
 
     def _retention(self) -> RetentionPolicy:
         cfg = self.services.cfg

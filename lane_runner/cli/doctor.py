@@ -37,6 +37,7 @@ from lane_runner.providers import codex as codex_adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
+from lane_runner.service import diskuse
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
 
@@ -324,6 +325,7 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
         for problem in home.unsafe_directories()
     ]
     checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
+    checks.append(Check("disk use", Level.PASS, diskuse.describe(diskuse.measure(home))))
     checks.append(_noreplace(home))
     return checks
 

@@ -73,3 +73,33 @@ def worker_environment(
         env["HOME"] = str(home_dir)
     env.update(extra or {})
     return env
+
+
+def passed(passes: Sequence[str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``source`` (the runner's environment) ``worker_env`` lets through."""
+    inherited = os.environ if source is None else source
+    return {name: value for name, value in inherited.items() if configured(name, passes)}
+
+
+def plain_environment(
+    home_dir: Path | None = None,
+    extra: Mapping[str, str] | None = None,
+    *,
+    source: Mapping[str, str] | None = None,
+    passes: Sequence[str] = (),
+) -> dict[str, str]:
+    """What a command that is not a CLI gets (an operator's hook): the basics, the locale
+    and ``worker_env``'s variables (an SSH agent, a proxy, a token), none of either
+    provider's, ``HOME`` replaced by ``home_dir``, then ``extra``."""
+    inherited = os.environ if source is None else source
+    env = {
+        name: value
+        for name, value in inherited.items()
+        if name in _BASICS or name.startswith("LC_")
+    }
+    env.update(passed(passes, inherited))
+    env.setdefault("PATH", os.defpath)
+    if home_dir is not None:
+        env["HOME"] = str(home_dir)
+    env.update(extra or {})
+    return env

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import pwd
 import time
 import uuid
 from collections.abc import Callable
@@ -34,8 +33,18 @@ from lane_runner.providers import (
 )
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
+from lane_runner.run import (
+    command,
+    cycling,
+    decide,
+    delivery,
+    followup,
+    git,
+    hooks,
+    lanestate,
+    workspace,
+)
 from lane_runner.run import context as contexts
-from lane_runner.run import cycling, decide, lanestate, workspace
 from lane_runner.service import leftovers, metrics
 from lane_runner.service.services import Services
 
@@ -94,6 +103,7 @@ class RunExecutor:
         self.fell_back = False
         self.worktree = self.cwd = Path()  # set once the workspace is prepared (cwd: the CLI's)
         self.branch = workspace.branch_name(self.task.board, self.task.id)  # git's may differ
+        self.on_branch = False  # the worktree is ours, on the task's branch (not a hosted one)
         self.held: str | None = None  # the provider whose slot this run holds
         self.turn_begun = False  # a goal turn of this run has begun (a cooldown gives it back)
         self.verdict: dict[str, Any] = {}  # the judge's word on the latest completed answer
@@ -154,8 +164,16 @@ class RunExecutor:
             return self._block(str(error), BlockKind.CAPABILITY)
         self.worktree, self.cwd = prepared.path, prepared.cwd
         self.branch = prepared.branch or self.branch
+        self.on_branch = prepared.branch is not None
         if prepared.taken_over_from is not None:
             self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
+        if self.on_branch and self.state.base is None:
+            self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
+        if self._earlier_result_waits():
+            return self._redeliver()
+        unfit = self._before_work(prepared)
+        if unfit is not None:
+            return self._hook_failed(unfit, prepared)
         task_context = self._context()
         try:
             route = self._admit(task_context, self._route(task_context))
@@ -178,7 +196,7 @@ class RunExecutor:
             )
         if not handoff and prepared.taken_over_from is not None and self.state.provider is None:
             # The earlier attempt ran in another home: this one knows it only by its worktree.
-            handoff = workspace.handoff(worktree, "", self.branch, owner=self.s.cfg.worker_user)
+            handoff = self._handoff(worktree, "")
         continuation = contexts.after_failure(self.state.take_retry_reason())
         turn = self.state.goal_turn + 1  # a restarted goal carries on counting
         while True:
@@ -221,6 +239,7 @@ class RunExecutor:
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = (
                     f"Your previous answer was not accepted: {decision.reason}\n"
+                    f"Commits on branch {self.branch} so far:\n{self._commit_log() or '(none)'}\n"
                     "Reinspect the workspace, finish the outstanding work and answer again."
                 )
                 continue
@@ -238,6 +257,8 @@ class RunExecutor:
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
                 continuation = ""
                 continue
+            if decision.step is not decide.Step.ABANDON:
+                self._hook("after_run", summary=(attempt.structured or {}).get("summary", ""))
             return self._conclude(decision, attempt, route, attempt.classification.value)
 
     def _reroute(self, task_context: str, current: Route, rejection: str) -> Route:
@@ -445,7 +466,18 @@ class RunExecutor:
         previous = self.state.provider
         if previous is None or previous == provider:
             return ""
-        return workspace.handoff(worktree, tail, self.branch, owner=self.s.cfg.worker_user)
+        return self._handoff(worktree, tail)
+
+    def _handoff(self, worktree: Path, tail: str) -> str:
+        owner = self.s.cfg.worker_user
+        commits = self._commit_log()
+        return workspace.handoff(worktree, tail, self.branch, owner=owner, commits=commits)
+
+    def _commit_log(self) -> str:
+        """The branch's commits since the task began, for the next turn or provider."""
+        if not self.on_branch:
+            return ""
+        return delivery.commit_log(self.worktree, self.state.base, self.s.cfg.worker_user)
 
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
         """One provider turn, recorded in the lane state, provider health and metrics."""
@@ -527,11 +559,11 @@ class RunExecutor:
             log_path=self.s.home.log_file(self.task.board, self.task.id),
             env=worker_environment(
                 provider,
-                _home_of(self.s.cfg.worker_user),
+                command.home_of(self.s.cfg.worker_user),
                 {
                     **config.cli_environment(self.s.cfg, provider),
                     **leftovers.markers(self.s.node, self.s.home.root),
-                    **workspace.GIT_ENV,
+                    **git.GIT_ENV,
                 },
                 passes=self.s.cfg.worker_env,
             ),
@@ -678,17 +710,150 @@ class RunExecutor:
             health.record_success(directory, provider)
 
     def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
-        metadata = self._completion_metadata(result, route)
+        """The accepted result is kept in the lane state before its commit is made, so a run
+        after a crash finds that commit again instead of making a second one."""
+        self.state.accept(result, self._completion_metadata(result, route))
+        self._save_state()
+        return self._deliver()
+
+    def _deliver(self) -> RunReport:
+        """Commit the accepted result on the task's branch, then hand it to the journal and
+        the board (docs/ARCHITECTURE.md §6: the commit comes before the pending record)."""
+        accepted = self.state.delivery
+        assert accepted is not None
+        result, metadata = accepted["result"], dict(accepted["metadata"])
+        provider = metadata["route"]["provider"]
+        if self.on_branch:
+            try:
+                delivered = delivery.deliver(
+                    self.worktree,
+                    self.branch,
+                    self.state.base,
+                    self._facts(accepted),
+                    delivery.Author.of(self.s.cfg.commit_author),
+                    self.s.cfg.worker_user,
+                )
+            except delivery.DeliveryError as error:
+                return self._block(
+                    f"the accepted result could not be committed: {error}; fix the worktree "
+                    "and unblock the task, the result is delivered then",
+                    BlockKind.CAPABILITY,
+                )
+            metadata["delivery"] = delivered.to_dict()
         self.s.journal.write_pending(
             self.task.board, self.task.id, self.run.id, result, result["summary"], metadata
         )
+        self.state.journaled(metadata)
+        self._save_state_if_possible()
         outcome = self._until_landed("result", self._finalize)
         if outcome is None:
             self._note_waiting_result()
             return self._report(
-                RunEnd.PENDING, "the board is unavailable; recovery will commit", route.provider
+                RunEnd.PENDING, "the board is unavailable; recovery will commit", provider
             )
-        return self._report(RunEnd(outcome.value), result["summary"], route.provider)
+        if outcome is FinalizeOutcome.COMMITTED:
+            self._follow_up(result["summary"], metadata.get("delivery"))
+        return self._report(RunEnd(outcome.value), result["summary"], provider)
+
+    def _follow_up(self, summary: str, delivered: dict[str, Any] | None) -> None:
+        """The push and the after_done hook (``run/followup.py``); the task is done already."""
+        facts = followup.facts_of(
+            self.task.board, self.task.id, self.task.title, self.worktree, self.run.id,
+            summary, delivered,
+        )
+        followup.follow_up(self.s.cfg, facts, delivered, self._note, self.s.cancel)
+        if not self.s.cancel.is_set():
+            self.state.followed()
+            self._save_state_if_possible()
+
+    def _before_work(self, prepared: workspace.Workspace) -> hooks.Ran | None:
+        """``after_create`` for a worktree this run made, then ``before_run``: the first
+        that fails, or None."""
+        for name in ("after_create", "before_run"):
+            if name == "after_create" and not prepared.created:
+                continue
+            ran = self._hook(name)
+            if ran is not None and ran.fatal:
+                return ran
+        return None
+
+    def _hook(self, name: str, summary: str = "") -> hooks.Ran | None:
+        """Run the board's hook ``name`` in the worktree; a failure that does not fail the
+        attempt is commented (``run/hooks.py``)."""
+        cfg = self.s.cfg
+        if not hooks.configured(cfg.hooks, self.task.board).get(name):
+            return None
+        facts = hooks.Facts(
+            board=self.task.board,
+            task_id=self.task.id,
+            title=self.task.title,
+            branch=self.branch if self.on_branch else "",
+            worktree=self.worktree,
+            run_id=self.run.id,
+            commit=delivery.head(self.worktree, self.s.cfg.worker_user) if self.on_branch else None,
+            summary=summary,
+        )
+        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env)
+        if ran is not None and not ran.ok and not ran.fatal:
+            self._note(ran.describe())
+        return ran
+
+    def _hook_failed(self, ran: hooks.Ran, prepared: workspace.Workspace) -> RunReport:
+        """A failing after_create or before_run fails the attempt, counted. A worktree this
+        run made goes again, so the next attempt makes it afresh and runs after_create."""
+        if prepared.created:
+            left = workspace.remove(self.worktree, self.s.cfg.worker_user, force=True)
+            if left is not None:
+                log.warning("worktree %s not removed after %s: %s", self.worktree, ran.hook, left)
+        reason = redact.text(ran.describe())
+        self.state.progressed()
+        self._save_state_if_possible()
+        return self._end(
+            RunEnd.RETRY,
+            reason,
+            "reclaim",
+            lambda: self.board.reclaim(self.run.id, reason, Outcome.FAILED, count_failure=True),
+        )
+
+    def _facts(self, accepted: dict[str, Any]) -> delivery.Facts:
+        route = accepted["metadata"]["route"]
+        return delivery.Facts(
+            board=self.task.board,
+            task_id=self.task.id,
+            run_id=accepted["accepted_run"],
+            title=self.task.title,
+            summary=accepted["result"]["summary"],
+            provider=route["provider"],
+            model=route["model"],
+        )
+
+    def _earlier_result_waits(self) -> bool:
+        """An earlier run's result was accepted (and maybe committed) but never reached the
+        journal: the runner stopped in between. One the board completed is not waiting."""
+        if not self.state.redeliverable():
+            return False
+        assert self.state.delivery is not None
+        try:
+            earlier = self.board.get_run(self.state.delivery["run"])
+        except NotFound:
+            earlier = None
+        if earlier is not None and earlier.outcome is Outcome.COMPLETED:
+            self.state.delivery = None
+            return False
+        return True
+
+    def _redeliver(self) -> RunReport:
+        """Deliver the earlier run's accepted result as this run's, without a provider: its
+        commit is found by its trailers, never made twice."""
+        assert self.state.delivery is not None
+        earlier = self.state.delivery["accepted_run"]
+        self._note(
+            f"run {earlier}'s accepted result had not reached the journal when the runner "
+            "stopped; this run delivers it (its commit is not made twice)"
+        )
+        self.state.delivery = {**self.state.delivery, "run": self.run.id}
+        self._save_state()
+        return self._deliver()
 
     def _finalize(self) -> FinalizeOutcome:
         """One try to commit the accepted result; BoardUnavailable while the board would not."""
@@ -892,6 +1057,3 @@ def _storable(attempt: Attempt) -> Attempt:
     return attempt
 
 
-def _home_of(user: str | None) -> Path | None:
-    """The worker user's own home: its CLI credentials live there, not in the runner's."""
-    return Path(pwd.getpwnam(user).pw_dir) if user else None

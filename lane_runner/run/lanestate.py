@@ -49,6 +49,8 @@ class LaneState:
     cooldowns: int = 0
     cycles: list[dict[str, Any]] = field(default_factory=list)
     retry_reason: str | None = None
+    base: str | None = None
+    delivery: dict[str, Any] | None = None
 
     def to_document(self) -> dict[str, Any]:
         self.updated_at = time.time()
@@ -69,6 +71,8 @@ class LaneState:
             "cooldowns": self.cooldowns,
             "cycles": self.cycles[-cycling.KEPT :],
             "retry_reason": self.retry_reason,
+            "base": self.base,
+            "delivery": self.delivery,
         }
 
     @classmethod
@@ -89,6 +93,8 @@ class LaneState:
             cooldowns=document.get("cooldowns", 0),
             cycles=list(document.get("cycles", [])),
             retry_reason=document.get("retry_reason"),
+            base=document.get("base"),
+            delivery=document.get("delivery"),
         )
 
     def next_sequence(self) -> int:
@@ -102,6 +108,37 @@ class LaneState:
         if run_id != self.run_id:
             self.run_id = run_id
             self.route = None
+            if self.delivery is not None and self.delivery["stage"] != "accepted":
+                self.delivery = None  # that result reached the journal: this run's is new
+
+    def accept(self, result: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """The run's result is accepted: kept here before its commit is made (``delivery``)."""
+        self.delivery = {
+            "run": self.run_id,
+            "accepted_run": self.run_id,
+            "stage": "accepted",
+            "result": result,
+            "metadata": metadata,
+        }
+
+    def redeliverable(self) -> bool:
+        """An earlier run's accepted result that never reached the journal (a crash came
+        between its commit and its pending record): this run delivers it."""
+        return (
+            self.delivery is not None
+            and self.delivery["stage"] == "accepted"
+            and self.delivery["run"] != self.run_id
+        )
+
+    def journaled(self, metadata: dict[str, Any]) -> None:
+        """The accepted result's pending record is durable, with what was committed."""
+        assert self.delivery is not None
+        self.delivery = {**self.delivery, "stage": "journaled", "metadata": metadata}
+
+    def followed(self) -> None:
+        """The board took the result, and the push and the after_done hook have run."""
+        assert self.delivery is not None
+        self.delivery = {**self.delivery, "stage": "followed"}
 
     def reject(self, reason: str) -> None:
         """The goal judge turned a turn down; the latest rejections are kept for the judge."""

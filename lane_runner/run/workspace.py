@@ -18,7 +18,6 @@ import hashlib
 import logging
 import os
 import pwd
-import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -27,13 +26,11 @@ from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.providers import user_ids
+from lane_runner.run import git
 
 log = logging.getLogger(__name__)
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 MARKER_BYTES = 64
-#: Seconds any one git command may take; a worktree add of a large repository fits.
-GIT_TIMEOUT = 300.0
+GIT_TIMEOUT = git.GIT_TIMEOUT
 DUBIOUS_OWNERSHIP = "detected dubious ownership"
 #: What git says when a branch cannot be made because another is named like one of its
 #: folders ("'refs/heads/lane/work' exists; cannot create 'refs/heads/lane/work/t1'").
@@ -57,34 +54,8 @@ class WorkspaceError(LaneRunnerError):
 
 
 def _git(*args: str, cwd: Path, owner: str | None = None) -> subprocess.CompletedProcess[str]:
-    """git as the daemon, or as ``owner`` with that user's HOME (its git config).
-
-    In its own session, with a deadline: a git that hangs (a hook, a lock, a network
-    filesystem) is killed with everything it started, and reported as git's failure.
-    """
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **GIT_ENV}
-    if owner is not None:
-        env["HOME"] = pwd.getpwnam(owner).pw_dir
-    argv = ["git", *args]
-    with subprocess.Popen(
-        argv,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-        **user_ids(owner),
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=GIT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
-                os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-            stderr += f"\ngit {' '.join(args)} did not finish within {GIT_TIMEOUT:g} s: killed"
-    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    """git as the daemon, or as ``owner`` with that user's HOME (``run/git.py``)."""
+    return git.run(*args, cwd=cwd, owner=owner, timeout=GIT_TIMEOUT)
 
 
 def twin_of(branch: str) -> str:
@@ -172,6 +143,8 @@ class Workspace:
     taken_over_from: Path | None = None
     branch: str | None = None
     folder: str = ""
+    created: bool = False
+    """Made by this run (``git worktree add``), not reused or taken over: after_create runs."""
 
     @property
     def cwd(self) -> Path:
@@ -318,7 +291,7 @@ def _create(
 ) -> Workspace:
     result, branch = _add(source, worktree, branch, owner)
     if result.returncode == 0:
-        return Workspace(worktree, branch=branch)
+        return Workspace(worktree, branch=branch, created=True)
     top = _toplevel(source, owner)
     if top is None:
         raise _not_a_repository(source, owner)
@@ -326,7 +299,7 @@ def _create(
     _git("worktree", "prune", cwd=top, owner=owner)
     result, branch = _add(top, worktree, branch, owner)
     if result.returncode == 0:
-        return Workspace(worktree, branch=branch)
+        return Workspace(worktree, branch=branch, created=True)
     holder = _holder(top, branch, owner)
     if holder is None or holder.resolve() == worktree.resolve():
         raise _cannot_create(top, result, owner)
@@ -437,6 +410,23 @@ def _take_over(
     return Workspace(worktree, taken_over_from=holder, branch=branch)
 
 
+def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> str | None:
+    """Remove the task's worktree (its branch stays); None when gone, else git's words.
+
+    Without ``force`` git refuses a worktree holding uncommitted changes, which are then
+    kept. The run marker beside it goes with it.
+    """
+    if not worktree.is_dir():
+        _marker(worktree).unlink(missing_ok=True)
+        return None
+    argv = ["worktree", "remove", *(["--force"] if force else []), str(worktree)]
+    said = _git(*argv, cwd=worktree, owner=owner)
+    if said.returncode != 0:
+        return said.stderr.strip() or said.stdout.strip() or f"exit status {said.returncode}"
+    _marker(worktree).unlink(missing_ok=True)
+    return None
+
+
 def _marker(worktree: Path) -> Path:
     """Beside the worktree, in the home (never inside it, where git status would show it)."""
     return worktree.parent / f".{worktree.name}.run"
@@ -467,8 +457,10 @@ def handoff(
     branch: str,
     owner: str | None = None,
     tail_chars: int = 4000,
+    commits: str = "",
 ) -> str:
-    """What the next provider needs to carry on another's work: branch, status, diff, tail.
+    """What the next provider needs to carry on another's work: branch, its commits so
+    far (``commits``, one line each), status, diff, tail.
 
     The previous agent's claims are only its words, so the next one is told to
     check them against the worktree before building on them.
@@ -482,6 +474,7 @@ def handoff(
         f"on branch {branch} in this worktree.\n"
         "Reinspect the workspace and verify every claim it made (edits, tests, commits) "
         "before relying on it.\n\n"
+        f"commits on the branch so far:\n{commits or '(none)'}\n\n"
         f"git status:\n{status}\n\ndiff summary:\n{diff}\n\n"
         f"end of its output:\n{tail}\n"
     )

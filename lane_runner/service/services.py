@@ -64,6 +64,10 @@ class Services:
     def forget_run(self, run_id: int) -> None:
         self.run_cancels.pop(run_id, None)
 
+    def at_work(self, run_id: int) -> bool:
+        """Whether a thread of this runner still carries ``run_id`` (its follow-ups too)."""
+        return run_id in self.run_cancels
+
     def cancel_all(self) -> None:
         """Shutdown: end every run's provider process, and any routing call in flight."""
         self.cancel.set()

@@ -35,6 +35,11 @@ def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> Non
         ("", {"LANE_RUNNER_DEFAULT_ASSIGNEE": "bob"}, "bad value for default_assignee"),
         ("", {"LANE_RUNNER_CODEX_MODELS": "huge=gpt-x"}, "bad value for codex_models"),
         ("concurrency = [\n", {}, "not valid TOML"),
+        ("", {"LANE_RUNNER_PUSH": "always"}, "bad value for push"),
+        ("", {"LANE_RUNNER_PUSH_REMOTE": "--upload-pack=x"}, "bad value for push_remote"),
+        ("", {"LANE_RUNNER_PUSH_REMOTE": "../elsewhere"}, "bad value for push_remote"),
+        ("", {"LANE_RUNNER_COMMIT_AUTHOR": "nobody"}, "bad value for commit_author"),
+        ('commit_author = "a <b@c> <d@e>"\n', {}, "bad value for commit_author"),
     ],
 )
 def test_bad_configuration_names_the_key(

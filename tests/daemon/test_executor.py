@@ -226,7 +226,11 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
         for path in [repo, *repo.rglob("*")]:
             os.chown(path, worker.pw_uid, worker.pw_gid)
         monkeypatch.setenv("IS_SANDBOX", "1")
-        environ = {"LANE_RUNNER_WORKER_USER": "nobody", "LANE_RUNNER_CODEX_BIN": str(codex)}
+        environ = {
+            "LANE_RUNNER_WORKER_USER": "nobody",
+            "LANE_RUNNER_CODEX_BIN": str(codex),
+            "LANE_RUNNER_HOOKS": '{"*" = {after_done = "id -un > ../after_done.who"}}',
+        }
         built = build(config.load(base / "home", environ))
         try:
             board = built.store.create_board(BOARD)
@@ -242,6 +246,17 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
             assert edit.stat().st_uid == worker.pw_uid
             # Its -o file was written beside the worktree (never in the journal) and dropped;
             # what stays is the worktree and the note of the run working in it.
+            # The result's commit, and the after_done hook, are the worker user's too.
+            branch = repo / ".git" / "refs" / "heads" / "lane" / BOARD / task.id
+            assert branch.stat().st_uid == worker.pw_uid
+            authors = subprocess.run(
+                ["git", "-c", "safe.directory=*", "log", "--format=%an",
+                 f"main..{branch.read_text().strip()}"],
+                cwd=repo, capture_output=True, text=True, check=True,
+            ).stdout.split()
+            assert authors == ["lane-runner"]
+            assert (worktree.parent / "after_done.who").read_text() == "nobody\n"
+            (worktree.parent / "after_done.who").unlink()
             assert sorted(p.name for p in worktree.parent.iterdir()) == [f".{task.id}.run", task.id]
             assert not list(built.home.lane_dir(BOARD).glob("*.provider-*"))
         finally:

@@ -210,11 +210,33 @@ def show_task(args: argparse.Namespace) -> int:
                 "runs": [run_document(run) for run in runs],
                 "events": [event_document(event) for event in events],
                 "comments": [comment_document(comment) for comment in comments],
+                "delivery": delivery_of(events),
             }
         )
         return 0
     _print_task(task, runs, events, comments)
+    _print_delivery(delivery_of(events))
     return 0
+
+
+def delivery_of(events: list[Event]) -> dict[str, Any] | None:
+    """The result's commit on the task's branch, as the latest completion recorded it
+    (``run/delivery.py``): branch, commits, diff stat. None before one."""
+    for event in reversed(events):
+        if event.kind in ("completed", "replayed"):
+            found = event.data.get("metadata", {}).get("delivery")
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def _print_delivery(delivered: dict[str, Any] | None) -> None:
+    if delivered is None:
+        return
+    commits = delivered.get("commits") or []
+    print(f"\ndelivery: branch {printable(str(delivered.get('branch')))}, "
+          f"{len(commits)} commit(s) since {str(delivered.get('base'))[:12]}, "
+          f"head {str(delivered.get('head'))[:12]}")
+    print(printable(str(delivered.get("diffstat") or "(no changes)")))
 
 
 def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list[Comment]) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
-    "unfinished", "artifacts", "linger", "long-summary", "escapes",
+    "unfinished", "artifacts", "linger", "long-summary", "escapes", "commit", "nochange",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -162,6 +162,7 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     ``artifacts`` names one real file and three that are not the worktree's.
     ``long-summary:N`` answers incomplete with a summary of N characters (``a-a-…``, a
     run a pattern tried from every position of would take quadratic time on).
+    ``commit`` commits its edit itself, as a worker may; ``nochange`` edits nothing.
     A completing answer really edits the workspace so git sees a diff.
     """
     result: dict[str, Any] = {
@@ -180,10 +181,15 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         result.update(status="blocked", summary="cannot proceed",
                       blockers=["simulated blocker: the task needs a human decision"])
         return result
+    if scenario.name == "nochange":
+        result.update(summary=f"nothing needed changing (turn {turn})")
+        return result
     first_line = (prompt.strip().splitlines() or [""])[0][:120]
     with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
         out.write(f"turn {turn}: {first_line}\n")
     result.update(summary=f"simulated work done in turn {turn}", changed_files=[OUTPUT_FILE])
+    if scenario.name == "commit":
+        commit_by_itself(workspace, f"simulated worker commit, turn {turn}")
     if scenario.name == "unfinished":
         result.update(summary=f"turn {turn}: wired the parser; TODO: the CLI flag")
     if scenario.name == "artifacts":
@@ -195,6 +201,16 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
         result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
     return result
+
+
+def commit_by_itself(workspace: Path, message: str) -> None:
+    """Commit the simulated edit the way a worker would, with its own identity."""
+    for argv in (["add", OUTPUT_FILE], ["commit", "--quiet", "--message", message]):
+        subprocess.run(
+            ["git", "-c", "user.name=simulated worker", "-c", "user.email=worker@localhost",
+             *argv],
+            cwd=workspace, check=True, capture_output=True,
+        )
 
 
 def spawn_stubborn_descendants() -> list[int]:

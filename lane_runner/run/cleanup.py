@@ -1,0 +1,283 @@
+"""What a finished task leaves on disk goes; what a blocked one leaves stays (issue 31).
+
+The daemon sweeps on the journal's collection cadence (``gc_interval``), on a thread
+of its own: git and the operator's hooks may take their time, the loop may not.
+For each task the board shows done (or archived after it was done):
+
+1. Follow-ups the result has not had yet (a board that took it after its run ended:
+   a recovery's replay, a restart in between) run now: the push and ``after_done``
+   (``run/followup.py``).
+2. Its worktree is removed once it holds nothing the branch does not (clean, and the
+   branch holds the result's commit), or whatever it holds once the task has been
+   done for ``retention_days``; ``before_remove`` runs first. The branch stays,
+   unless ``delete_branches`` and it is merged into the repository's HEAD or pushed
+   to ``push_remote``.
+3. Then the task is settled: its lane state joins the journal's retention (age,
+   count and bytes with the other artifacts, ``journal/retention.py``), and its
+   provider logs go with the lane state.
+
+A blocked task keeps everything for whoever unblocks it; a task not done is not
+looked at. Hosted boards' workspaces are the host's (Hermes): not touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal import CollectReport, Document, RetentionPolicy
+from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
+from lane_runner.board.model import Status, Task
+from lane_runner.errors import NotFound
+from lane_runner.run import delivery, followup, git, hooks, lanestate, workspace
+from lane_runner.service.services import Services
+
+log = logging.getLogger(__name__)
+AUTHOR = "lane-runner"
+_ROTATED = re.compile(r"\.log(\.\d+)?")
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did, task by task (``board/task``)."""
+
+    followed_up: list[str] = field(default_factory=list)
+    worktrees_removed: list[str] = field(default_factory=list)
+    branches_deleted: list[str] = field(default_factory=list)
+    logs_removed: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+    """Worktrees left in place, and why."""
+    journal: CollectReport = field(default_factory=CollectReport)
+
+
+def sweep(
+    services: Services, policy: RetentionPolicy, now: float, stopping: Callable[[], bool]
+) -> SweepReport:
+    """One pass over every board; ``stopping`` ends it between tasks."""
+    report = SweepReport()
+    settled: set[tuple[str, str]] = set()
+    for slug in services.store.board_slugs():
+        if stopping():
+            return report
+        try:
+            with services.resting.use(slug):
+                board = services.store.board(slug)
+                if isinstance(board, HostedBoard):
+                    continue
+                finished = _finished(board)
+            for task in finished:
+                if stopping():
+                    return report
+                if _tidy(Tidy(services, board, task, policy, now, report)):
+                    settled.add((slug, task.id))
+        except BoardUnavailable as error:
+            log.info("cleanup of board %s waits: %s", slug, error)
+    report.journal = services.journal.collect(now, policy, lambda b, t: (b, t) in settled)
+    for slug, task_id in sorted(settled):
+        if not lanestate.path_for(services.home.lane_dir(slug), task_id).exists():
+            report.logs_removed += _remove_logs(services.home.log_file(slug, task_id))
+    return report
+
+
+def _tidy(tidy: Tidy) -> bool:
+    """One task's cleanup; a disk error leaves that task for the next sweep."""
+    try:
+        return tidy.run()
+    except OSError as error:
+        log.warning("cleanup of %s left for the next sweep: %s", tidy.name, error)
+        return False
+
+
+def _finished(board: Board) -> list[Task]:
+    """Done tasks, and archived ones that were done first."""
+    archived = [t for t in board.list_tasks(Status.ARCHIVED) if t.completed_run_id is not None]
+    return board.list_tasks(Status.DONE) + archived
+
+
+class Tidy:
+    """One finished task: its follow-ups, then its worktree. ``run`` says whether it is
+    settled (nothing of it left but its lane state and logs)."""
+
+    def __init__(
+        self,
+        services: Services,
+        board: Board,
+        task: Task,
+        policy: RetentionPolicy,
+        now: float,
+        report: SweepReport,
+    ) -> None:
+        self.s, self.board, self.task, self.report = services, board, task, report
+        self.policy, self.now = policy, now
+        self.name = f"{task.board}/{task.id}"
+        self.worktree = services.home.worktree(task.board, task.id)
+        self.lanes_dir = services.home.lane_dir(task.board)
+        self.state: lanestate.LaneState | None = None
+        if lanestate.path_for(self.lanes_dir, task.id).exists():
+            self.state = lanestate.load(
+                self.lanes_dir, task.board, task.id, task.completed_run_id or 0
+            )
+
+    def run(self) -> bool:
+        if self.s.at_work(self.task.completed_run_id or 0):
+            return False  # its run is still pushing or running after_done
+        owed = self._owes_follow_ups()
+        if owed and self.worktree.is_dir():
+            self._follow_up()
+            owed = False
+        if not self.worktree.is_dir():
+            return True
+        expired = self._done_at() + self.policy.max_age_seconds <= self.now
+        if owed and not expired:
+            self.report.kept[self.name] = "its push and after_done hook have not run yet"
+            return False
+        why_kept = None if expired else self._holds_more_than_its_branch()
+        if why_kept is not None:
+            self.report.kept[self.name] = why_kept
+            return False
+        return self._remove(force=expired)
+
+    # -- follow-ups ---------------------------------------------------------------
+    def _owes_follow_ups(self) -> bool:
+        """The lane state says this result's push and after_done have not run."""
+        accepted = self.state.delivery if self.state is not None else None
+        return (
+            accepted is not None
+            and accepted["run"] == self.task.completed_run_id
+            and accepted["stage"] != "followed"
+        )
+
+    def _follow_up(self) -> None:
+        assert self.state is not None and self.task.completed_run_id is not None
+        delivered = self._delivered()
+        facts = followup.facts_of(
+            self.task.board, self.task.id, self.task.title, self.worktree,
+            self.task.completed_run_id, self.task.summary or "", delivered,
+        )
+        followup.follow_up(self.s.cfg, facts, delivered, self._comment, self.s.cancel)
+        if self.s.cancel.is_set():
+            return  # cut short by the shutdown: the next sweep runs them again
+        self.state.followed()
+        self.s.journal.write_documents(
+            self.task.board, [Document(f"{self.task.id}.json", self.state.to_document())]
+        )
+        self.report.followed_up.append(self.name)
+
+    def _delivered(self) -> dict[str, Any] | None:
+        """What the board took as the result's commit: the completed event's word."""
+        run_id = self.task.completed_run_id
+        for event in reversed(self.board.events(self.task.id)):
+            if event.kind in ("completed", "replayed") and event.run_id == run_id:
+                found = event.data.get("metadata", {}).get("delivery")
+                return found if isinstance(found, dict) else None
+        return None
+
+    # -- the worktree ---------------------------------------------------------------
+    def _done_at(self) -> float:
+        """When the task was done: its completing run's end (its update time, failing that)."""
+        try:
+            run = self.board.get_run(self.task.completed_run_id or 0)
+        except NotFound:
+            return self.task.updated_at
+        return run.ended_at or self.task.updated_at
+
+    def _holds_more_than_its_branch(self) -> str | None:
+        """Why the worktree may hold work its branch does not; None when it holds none."""
+        owner = self.s.cfg.worker_user
+        status = git.run("status", "--porcelain", cwd=self.worktree, owner=owner)
+        if status.returncode != 0:
+            return f"git status failed: {status.stderr.strip()}"
+        if status.stdout.strip():
+            return "it holds uncommitted changes (removed after retention_days)"
+        delivered = self._delivered() or {}
+        commit, branch = delivered.get("head"), delivered.get("branch")
+        if not commit or not branch:
+            return None  # clean, and no commit to look for: nothing would be lost
+        held = git.run("merge-base", "--is-ancestor", commit, f"refs/heads/{branch}",
+                       cwd=self.worktree, owner=owner)
+        if held.returncode != 0:
+            return f"branch {branch} does not hold the result's commit {commit[:12]}"
+        return None
+
+    def _remove(self, *, force: bool) -> bool:
+        owner = self.s.cfg.worker_user
+        facts = hooks.Facts(
+            board=self.task.board,
+            task_id=self.task.id,
+            title=self.task.title,
+            branch=self._branch() or "",
+            worktree=self.worktree,
+            run_id=self.task.completed_run_id,
+            commit=delivery.head(self.worktree, owner),
+            summary=self.task.summary or "",
+        )
+        ran = hooks.run(self.s.cfg.hooks, "before_remove", facts, owner=owner,
+                        passes=self.s.cfg.worker_env)
+        if ran is not None and not ran.ok:
+            self._comment(ran.describe())
+        repository = self._repository()
+        left = workspace.remove(self.worktree, owner, force=force)
+        if left is not None:
+            log.warning("worktree of %s not removed: %s", self.name, left)
+            self.report.kept[self.name] = f"git worktree remove failed: {left}"
+            return False
+        self.report.worktrees_removed.append(self.name)
+        if self.s.cfg.delete_branches and repository is not None and facts.branch:
+            self._delete_branch(repository, facts.branch)
+        return True
+
+    def _branch(self) -> str | None:
+        said = git.run("symbolic-ref", "--quiet", "--short", "HEAD",
+                       cwd=self.worktree, owner=self.s.cfg.worker_user)
+        return said.stdout.strip() if said.returncode == 0 else None
+
+    def _repository(self) -> Path | None:
+        """The repository's common directory: its branches, once the worktree is gone."""
+        said = git.run("rev-parse", "--path-format=absolute", "--git-common-dir",
+                       cwd=self.worktree, owner=self.s.cfg.worker_user)
+        return Path(said.stdout.strip()) if said.returncode == 0 and said.stdout.strip() else None
+
+    def _delete_branch(self, repository: Path, branch: str) -> None:
+        """Delete ``branch`` only where its commits live on: merged into the repository's
+        HEAD, or on ``push_remote``'s remote-tracking branch."""
+        owner = self.s.cfg.worker_user
+        ref = f"refs/heads/{branch}"
+        homes = ["HEAD", f"refs/remotes/{self.s.cfg.push_remote}/{branch}"]
+        if not any(
+            git.run("merge-base", "--is-ancestor", ref, home, cwd=repository,
+                    owner=owner).returncode == 0
+            for home in homes
+        ):
+            log.info("branch %s of %s kept: neither merged nor pushed", branch, self.name)
+            return
+        deleted = git.run("branch", "--delete", "--force", "--", branch,
+                          cwd=repository, owner=owner)
+        if deleted.returncode == 0:
+            self.report.branches_deleted.append(f"{self.name}: {branch}")
+        else:
+            log.warning("branch %s of %s not deleted: %s", branch, self.name,
+                        deleted.stderr.strip())
+
+    def _comment(self, text: str) -> None:
+        try:
+            self.board.comment(self.task.id, text, author=AUTHOR)
+        except BoardUnavailable as error:
+            log.warning("comment on %s skipped (board unavailable: %s): %s", self.name, error, text)
+
+
+def _remove_logs(log_file: Path) -> list[str]:
+    """The task's provider log and its rotated predecessors (``<task>.log.N``)."""
+    if not (log_file.exists() or log_file.with_name(f"{log_file.name}.1").exists()):
+        return []
+    removed = []
+    for entry in log_file.parent.iterdir():
+        if entry.name.startswith(log_file.name) and _ROTATED.fullmatch(
+            entry.name[len(log_file.name) - len(".log") :]
+        ):
+            entry.unlink(missing_ok=True)
+            removed.append(str(entry))
+    return sorted(removed)

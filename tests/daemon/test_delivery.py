@@ -1,0 +1,238 @@
+"""An accepted result is a commit on the task's branch, made exactly once (issue 31).
+
+In process, on real parts: a real repository, the simulated CLIs, the SQLite board.
+The crash between the commit and the journal's pending record is a real SIGKILL of a
+real daemon, by the repository's own post-commit hook (so at exactly that point).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lane_runner.board.model import Outcome, Status
+from lane_runner.providers.simulators.play import OUTPUT_FILE
+from lane_runner.run import context as contexts
+from lane_runner.run import delivery, workspace
+from lane_runner.run.executor import RunExecutor
+from lane_runner.service.services import Services
+from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
+from tests.harness import BOARD, Lane, git
+
+
+def branch_of(lane: Lane, task_id: str) -> str:
+    return workspace.branch_name(BOARD, task_id)
+
+
+def log(lane: Lane, span: str, fmt: str = "%H") -> list[str]:
+    said = subprocess.run(
+        ["git", "log", f"--format={fmt}%x1e", *span.split()],
+        cwd=lane.repo, capture_output=True, text=True, check=True,
+    )
+    return [entry.strip("\n") for entry in said.stdout.split("\x1e") if entry.strip()]
+
+
+def status(path: Path) -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def completed_data(lane: Lane, task_id: str) -> dict[str, object]:
+    """The metadata the board's completed event carries."""
+    [event] = [e for e in lane.board.events(task_id) if e.kind == "completed"]
+    return event.data["metadata"]  # type: ignore[no-any-return]
+
+
+def test_the_result_is_one_commit_on_the_task_branch_with_trailers_and_a_diff_stat(
+    services: Services, lane: Lane  # noqa: F811
+) -> None:
+    task = lane.add("Write the output file", assignee="cli-codex-low")
+    report = RunExecutor(services, claim(services, lane)).execute()
+    assert report.ended == "committed"
+    branch = branch_of(lane, task.id)
+    [sha] = log(lane, f"main..{branch}")
+    [message] = log(lane, f"-1 {sha}", "%B")
+    run_id = lane.board.get_task(task.id).completed_run_id
+    assert message.startswith("Write the output file\n\nsimulated work done in turn 1\n\n")
+    assert f"Lane-Task: {BOARD}/{task.id}\nLane-Run: {run_id}\nLane-Provider: codex\n" in message
+    [author] = log(lane, f"-1 {sha}", "%an <%ae>|%cn <%ce>")
+    assert author == "lane-runner <lane-runner@localhost>|lane-runner <lane-runner@localhost>"
+    shown = subprocess.run(
+        ["git", "show", "--name-only", "--format=", sha],
+        cwd=lane.repo, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert shown == [OUTPUT_FILE]
+    assert status(lane.home.worktree(BOARD, task.id)) == ""
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict)
+    assert delivered["commit"] == sha and delivered["commits"] == [sha]
+    assert delivered["branch"] == branch and delivered["files_changed"] == 1
+    assert OUTPUT_FILE in delivered["diffstat"] and "1 file changed" in delivered["diffstat"]
+
+
+def test_a_worker_that_committed_by_itself_is_respected(
+    services: Services, lane: Lane  # noqa: F811
+) -> None:
+    task = lane.add("commits itself", body="[sim:commit]", assignee="cli-claude-low")
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    [subject] = log(lane, f"main..{branch_of(lane, task.id)}", "%s")
+    assert subject == "simulated worker commit, turn 1"
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict)
+    assert delivered["commit"] is None and len(delivered["commits"]) == 1
+
+
+def test_nothing_to_commit_is_a_valid_result(services: Services, lane: Lane) -> None:  # noqa: F811
+    task = lane.add("nothing to do", body="[sim:nochange]")
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    assert lane.board.get_task(task.id).status is Status.DONE
+    assert log(lane, f"main..{branch_of(lane, task.id)}") == []
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict)
+    assert (delivered["commit"], delivered["commits"], delivered["diffstat"]) == (None, [], "")
+
+
+class Stop(BaseException):
+    """The runner stopping dead at one point (what a kill -9 leaves, in process)."""
+
+
+def test_a_run_stopped_before_its_commit_is_delivered_by_the_next_one(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """The lane state kept the accepted result; the next run commits it, once, without
+    running the provider again (the simulator would append a second line)."""
+    task = lane.add("stopped at the commit")
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise Stop
+
+    first = claim(services, lane)
+    with monkeypatch.context() as patch:
+        patch.setattr(delivery, "commit", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, first).execute()
+    lane.board.reclaim(first.run.id, "the runner restarted", Outcome.RECLAIMED)
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    [message] = log(lane, f"main..{branch_of(lane, task.id)}", "%B")
+    assert f"Lane-Run: {first.run.id}\n" in message  # the answer's run, as accepted
+    worktree = lane.home.worktree(BOARD, task.id)
+    assert (worktree / OUTPUT_FILE).read_text().count("turn") == 1
+    assert len(lane.lane_state(task.id)["attempts"]) == 1  # type: ignore[arg-type]
+
+
+def test_commit_messages_escape_control_characters_and_bound_the_summary() -> None:
+    facts = delivery.Facts(
+        "b", "t", 7, "a\ttitle\x1b[31m\nwith lines", "ok\x1b]0;x\x07\n" + "y" * 20_000,
+        "codex", "m",
+    )
+    message = facts.message()
+    assert message.startswith("a title\\x1b[31m with lines\n\nok\\x1b]0;x\\x07\n")
+    assert "\x1b" not in message and "\n[cut]\n" in message
+    assert message.endswith("Lane-Task: b/t\nLane-Run: 7\nLane-Provider: codex\nLane-Model: m\n")
+
+
+def test_the_commit_of_a_run_is_found_by_its_trailers_only(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    base = delivery.head(repo)
+    git("commit", "-q", "--allow-empty", "-m", "mentions Lane-Run: 3 in passing", cwd=repo)
+    author = delivery.Author.of("me <me@example.org>")
+    (repo / "f").write_text("x")
+    facts = delivery.Facts("b", "t", 3, "title", "summary", "codex", "m")
+    made = delivery.deliver(repo, "main", base, facts, author)
+    assert made.commit is not None and len(made.commits) == 2
+    assert delivery.find(repo, base, "b", "t", 3, None) == made.commit
+    assert delivery.find(repo, base, "b", "t", 4, None) is None
+    again = delivery.deliver(repo, "main", base, facts, author)
+    assert again.commit == made.commit and again.commits == made.commits
+
+
+#: The repository's post-commit hook holds the runner's commit (once) right after git made
+#: it, until the test has killed the daemon: git runs as whichever user the runner gives
+#: it, and only the test may kill the daemon.
+POST_COMMIT_HOLD = """#!/bin/sh
+case "$(git log -1 --format=%B)" in *"Lane-Run:"*) ;; *) exit 0 ;; esac
+[ -e {held} ] && exit 0
+touch {held}
+while [ ! -e {release} ]; do sleep 0.05; done
+"""
+
+
+def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
+    lane: Lane,
+) -> None:
+    """The daemon is SIGKILLed while its commit exists and its git has not returned,
+    so before the journal has a pending record. Restarted, it finishes the task with
+    exactly that one commit on the branch, and without running the CLI again."""
+    held, release = lane.root / "commit-held", lane.root / "commit-release"
+    hook = lane.repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
+    hook.chmod(0o755)
+    task = lane.add("crash at the commit", assignee="cli-codex-low")
+    daemon = lane.start()
+    lane.wait(held.exists, what="the runner's commit")
+    daemon.send_signal(signal.SIGKILL)
+    assert daemon.wait(timeout=30) == -signal.SIGKILL
+    release.touch()
+    branch = branch_of(lane, task.id)
+    [made] = log(lane, f"main..{branch}")
+    assert list(lane.home.lane_dir(BOARD).glob("*.terminal.*")) == []
+    assert lane.board.get_task(task.id).status is Status.RUNNING
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE
+    assert log(lane, f"main..{branch}") == [made]
+    worktree = lane.home.worktree(BOARD, task.id)
+    assert status(worktree) == ""
+    assert (worktree / OUTPUT_FILE).read_text().count("turn") == 1
+    assert len(lane.lane_state(task.id)["attempts"]) == 1  # type: ignore[arg-type]
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict) and delivered["commit"] == made
+    record = orjson.loads(
+        (lane.home.lane_dir(BOARD) / f"{task.id}.run-{done.completed_run_id}"
+         ".terminal.committed.json").read_bytes()
+    )
+    assert record["metadata"]["delivery"]["commits"] == [made]
+
+
+def test_a_goal_turn_is_told_the_commits_on_its_branch(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """A before_run hook commits on the branch; the second goal turn's prompt names it."""
+    services.cfg = services.cfg.replace(hooks={"*": {"before_run": (
+        "echo prep > prep.txt && git add prep.txt && "
+        "git -c user.name=p -c user.email=p@localhost commit -qm 'prepared by a hook'"
+    )}})
+    continuations: list[str] = []
+    original = contexts.worker_prompt
+
+    def recording(context: str, handoff: str = "", continuation: str = "") -> str:
+        continuations.append(continuation)
+        return original(context, handoff, continuation)
+
+    monkeypatch.setattr(contexts, "worker_prompt", recording)
+    task = lane.add("two turns", body="[sim:goal:2]", goal_turns=2)
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    assert continuations[0] == ""
+    assert f"Commits on branch {branch_of(lane, task.id)} so far:\n" in continuations[1]
+    assert "prepared by a hook" in continuations[1]
+
+
+def test_a_handoff_lists_the_commits_since_the_branch_began(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    base = delivery.head(repo)
+    git("commit", "-q", "--allow-empty", "-m", "first step", cwd=repo)
+    commits = delivery.commit_log(repo, base)
+    assert commits.endswith(" first step") and "base" not in commits
+    text = workspace.handoff(repo, "", "main", commits=commits)
+    assert f"commits on the branch so far:\n{commits}\n" in text

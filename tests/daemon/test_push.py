@@ -1,0 +1,105 @@
+"""A done task's branch pushed to a real bare repository (``push = "on_done"``, issue 31)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+from lane_runner.board.model import Status
+from lane_runner.run import push, workspace
+from tests.harness import BOARD, Lane, git
+
+
+def bare_remote(lane: Lane, name: str = "origin") -> Path:
+    remote = lane.root / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=lane.root)
+    git("remote", "add", name, str(remote), cwd=lane.repo)
+    return remote
+
+
+def ref(repository: Path, name: str) -> str | None:
+    said = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", name],
+        cwd=repository, capture_output=True, text=True,
+    )
+    return said.stdout.strip() or None
+
+
+def comments(lane: Lane, task_id: str) -> list[str]:
+    return [c.body for c in lane.board.comments(task_id)]
+
+
+def run_until_idle(lane: Lane) -> None:
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+
+
+def test_a_done_task_is_pushed_to_the_remote_and_said_so(lane: Lane) -> None:
+    remote = bare_remote(lane)
+    lane.write_config(push="on_done")
+    task = lane.add("push me")
+    run_until_idle(lane)
+    assert lane.board.get_task(task.id).status is Status.DONE
+    branch = workspace.branch_name(BOARD, task.id)
+    pushed = ref(remote, f"refs/heads/{branch}")
+    assert pushed is not None and pushed == ref(lane.repo, f"refs/heads/{branch}")
+    assert ref(lane.repo, "main") != pushed  # the result's commit, not the base
+    assert f"pushed branch {branch} at {pushed[:12]} to origin" in comments(lane, task.id)
+    state = lane.lane_state(task.id)["delivery"]
+    assert isinstance(state, dict) and state["stage"] == "followed"
+
+
+def test_a_push_is_never_forced_and_its_failure_leaves_the_task_done(lane: Lane) -> None:
+    remote = bare_remote(lane)
+    lane.write_config(push="on_done")
+    task = lane.add("the remote moved on")
+    branch = workspace.branch_name(BOARD, task.id)
+    other = lane.root / "other"
+    git("clone", "-q", str(lane.repo), str(other), cwd=lane.root)
+    git("commit", "-q", "--allow-empty", "-m", "someone else's work", cwd=other)
+    git("push", "-q", str(remote), f"HEAD:refs/heads/{branch}", cwd=other)
+    theirs = ref(remote, f"refs/heads/{branch}")
+    run_until_idle(lane)
+    assert lane.board.get_task(task.id).status is Status.DONE
+    assert ref(remote, f"refs/heads/{branch}") == theirs  # not overwritten
+    [said] = [c for c in comments(lane, task.id) if c.startswith("push of branch")]
+    assert "failed" in said and "rejected" in said and "the result stands" in said
+
+
+def test_a_missing_remote_is_a_comment_not_a_failure(lane: Lane) -> None:
+    lane.write_config(push="on_done", push_remote="upstream")
+    task = lane.add("nowhere to push")
+    run_until_idle(lane)
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE and done.failure_count == 0
+    [said] = [c for c in comments(lane, task.id) if c.startswith("push of branch")]
+    assert "'upstream' does not appear to be a git repository" in said
+    assert "after" not in said.split(":")[0]  # a permanent failure is not tried again
+
+
+def test_an_unreachable_remote_is_tried_again_then_reported(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    git("remote", "add", "origin", f"http://127.0.0.1:{port}/repo.git", cwd=repo)
+    waits: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return False
+
+    pushed = push.push(repo, "origin", "main", wait=wait)
+    assert not pushed.ok and pushed.tries == push.TRIES
+    assert waits == list(push.BACKOFF)
+    assert push.transient(pushed.said)
+
+
+def test_what_counts_as_transient() -> None:
+    assert push.transient("fatal: unable to access 'https://x/': Could not resolve host: x")
+    assert push.transient("error: RPC failed; HTTP 502 curl 22 The requested URL returned error")
+    assert not push.transient(" ! [rejected]        b -> b (non-fast-forward)")
+    assert not push.transient("remote: Permission to o/r.git denied to someone.")
