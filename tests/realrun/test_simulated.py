@@ -27,6 +27,8 @@ SHOWN_BY: dict[str, str] = {
     "success": WORK + "test_each_cli_runs_a_tool_that_changes_the_worktree_and_answers",
     "slow": WORK + "test_kill_9_between_two_tool_calls_then_the_same_session_resumes",
     "linger": WORK + "test_a_cli_that_answers_and_lingers_keeps_its_answer",
+    "commit": WORK + "test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result",
+    "nochange": WORK + "test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result",
     "incomplete": ANSWERS,
     "goal": ANSWERS,
     "blocked": ANSWERS,

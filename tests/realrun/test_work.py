@@ -10,6 +10,8 @@ import subprocess
 import pytest
 
 from lane_runner.board.model import Outcome, Status
+from lane_runner.run import workspace
+from tests.daemon.test_delivery import POST_COMMIT_HOLD
 from tests.harness import BOARD
 
 from .conftest import ModelServer, RealLane, answer, marker
@@ -21,19 +23,41 @@ def completions(lane: RealLane, task_id: str) -> list[dict[str, object]]:
     return [e.data for e in lane.board.events(task_id) if e.kind in ("completed", "replayed")]
 
 
+def git_says(lane: RealLane, *args: str) -> str:
+    """git in the worker user's repository, read as the test's user."""
+    return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(lane.repo), *args],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def branch_commits(lane: RealLane, task_id: str) -> list[str]:
+    """The commits the task's branch added to main, newest first."""
+    span = f"main..{workspace.branch_name(BOARD, task_id)}"
+    return git_says(lane, "log", "--format=%H", span).split()
+
+
+def committed_files(lane: RealLane, task_id: str) -> list[str]:
+    span = f"main..{workspace.branch_name(BOARD, task_id)}"
+    return sorted(set(git_says(lane, "log", "--name-only", "--format=", span).split()))
+
+
 def assert_committed_once(lane: RealLane, task_id: str, *changed: str) -> dict[str, object]:
-    """Done by one run, one completion on the board, the file in the task's worktree."""
+    """Done by one run, one completion on the board, the files in one commit on the task's
+    branch (the runner's), and nothing left uncommitted in its worktree."""
     task = lane.board.get_task(task_id)
     assert task.status is Status.DONE, (task, lane.task_log(task_id)[-3000:])
     completed = [run for run in lane.runs(task_id) if run.outcome is Outcome.COMPLETED]
     assert [run.id for run in completed] == [task.completed_run_id]
     assert len(completions(lane, task_id)) == 1
     assert task.result is not None and task.result["changed_files"] == list(changed)
+    [commit] = branch_commits(lane, task_id)
+    assert set(changed) <= set(committed_files(lane, task_id))
     worktree = lane.home.worktree(BOARD, task_id)
     status = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(worktree), "status",
                              "--porcelain"],
                             capture_output=True, text=True, check=False).stdout
-    assert all(path in status for path in changed), status
+    assert status == "", status
+    delivered = completions(lane, task_id)[0]["metadata"]["delivery"]  # type: ignore[index]
+    assert delivered["commit"] == commit  # type: ignore[index]
     return completions(lane, task_id)[0]
 
 
@@ -137,3 +161,63 @@ def test_a_cli_that_answers_and_lingers_keeps_its_answer(
         task.id)[-3000:]
     assert model_server.requests(name, "codex") == [], "nobody redid the work"
     assert real_lane.live_workers() == []
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    """The daemon is SIGKILLed while the runner's commit of a real CLI's work exists and
+    before the journal's pending record does (the repository's post-commit hook holds git
+    there). Restarted, it finishes the task with exactly that commit, asking nobody to
+    redo the work."""
+    assert real_lane.scratch is not None
+    held = real_lane.scratch.path("commit-held")
+    release = real_lane.scratch.path("commit-release")
+    hook = real_lane.repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
+    hook.chmod(0o755)
+    name = marker(f"deliver-{provider}")
+    model_server.script(name, **{provider: [
+        {"shell": "echo delivered > delivered.txt"},
+        {"answer": answer("made delivered.txt", ["delivered.txt"])},
+    ]})
+    task = real_lane.add(name, assignee=f"cli-{provider}-low")
+    daemon = real_lane.start()
+    real_lane.wait_for(held.exists, 240, "the runner's commit")
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait()
+    release.touch()
+    [made] = branch_commits(real_lane, task.id)
+    assert list(real_lane.home.lane_dir(BOARD).glob("*.terminal.*")) == []
+    asked = len(model_server.requests(name, provider))
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    assert_committed_once(real_lane, task.id, "delivered.txt")
+    assert branch_commits(real_lane, task.id) == [made]
+    assert len(model_server.requests(name, provider)) == asked, "nobody redid the work"
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    """A real CLI whose tool commits its own work: that commit is the result, the runner
+    adds none. Another that changes nothing: done, with nothing committed."""
+    commits, idle = marker(f"self-commit-{provider}"), marker(f"no-change-{provider}")
+    model_server.script(commits, **{provider: [
+        {"shell": "echo mine > mine.txt && git add mine.txt && "
+                  "git -c user.name=worker -c user.email=w@localhost commit -qm 'by the worker'"},
+        {"answer": answer("committed mine.txt", ["mine.txt"])},
+    ]})
+    model_server.script(idle, **{provider: [{"answer": answer("nothing needed changing")}]})
+    first = real_lane.add(commits, assignee=f"cli-{provider}-low")
+    second = real_lane.add(idle, assignee=f"cli-{provider}-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    for task in (first, second):
+        assert real_lane.board.get_task(task.id).status is Status.DONE, real_lane.task_log(
+            task.id)[-3000:]
+    [own] = branch_commits(real_lane, first.id)
+    assert git_says(real_lane, "log", "-1", "--format=%s", own).strip() == "by the worker"
+    delivered = completions(real_lane, first.id)[0]["metadata"]["delivery"]  # type: ignore[index]
+    assert delivered["commit"] is None and delivered["commits"] == [own]  # type: ignore[index]
+    assert branch_commits(real_lane, second.id) == []
