@@ -38,6 +38,7 @@ from lane_runner.run import (
     cycling,
     decide,
     delivery,
+    fit,
     followup,
     git,
     hooks,
@@ -288,7 +289,7 @@ class RunExecutor:
             result["artifacts"] = workspace.artifacts(
                 self.worktree, result["artifacts"], base=self.cwd
             )
-            return self._accept(result, route)
+            return self._accept(fit.fitted(result, self.task.board), route)
         if step is decide.Step.ABANDON:
             return self._report(RunEnd.ABANDON, decision.reason, route.provider)
         if step is decide.Step.COOLDOWN:

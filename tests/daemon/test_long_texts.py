@@ -11,9 +11,11 @@ from __future__ import annotations
 import signal
 import time
 
+import orjson
+
 from lane_runner.board.model import Status
 from lane_runner.display import MAX_REASON_CHARS
-from tests.harness import Lane
+from tests.harness import BOARD, Lane
 
 SUMMARY_CHARS = 2 << 20
 HEARTBEAT = 0.2
@@ -56,3 +58,23 @@ def test_a_two_megabyte_summary_does_not_delay_a_bystanders_heartbeat(lane: Lane
     assert len(reason) < MAX_REASON_CHARS + 100
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
+
+
+def test_a_completed_answer_larger_than_the_journal_holds_is_committed_cut_to_fit(
+    lane: Lane,
+) -> None:
+    """A finished answer of megabytes is the task's result, cut to fit a journal record
+    (1 MiB) and saying where the whole answer is: the run's candidate, kept whole."""
+    task = lane.add("long answer", body=f"[sim:long-answer:{SUMMARY_CHARS}]",
+                    assignee="cli-codex-low")
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE, lane.board.runs(task.id)
+    assert done.result is not None and done.summary == done.result["summary"]
+    assert done.summary.startswith("done: xxx") and len(done.summary) < 64 * 1024
+    assert "lane-runner cut this answer to fit its journal" in done.result["findings"][-1]
+    assert lane.board.get_task(task.id).failure_count == 0
+    [candidate] = lane.home.lane_dir(BOARD).glob(f"{task.id}.run-*.candidate-*.json")
+    whole = orjson.loads(candidate.read_bytes())
+    assert len(whole["summary"]) == len("done: ") + SUMMARY_CHARS
+    assert len(whole["findings"]) == 200

@@ -52,6 +52,9 @@ SHOWN_BY: dict[str, str] = {
     "long-summary": SIMULATOR_ONLY + "the runner bounds a summary of megabytes before its "
     "log, reasons and comments read it, the same whichever CLI carried it; a simulator "
     "hands one over in milliseconds (tests/daemon/test_long_texts.py)",
+    "long-answer": SIMULATOR_ONLY + "the runner fits an answer of megabytes to its journal "
+    "the same whichever CLI carried it; a simulator hands one over in milliseconds "
+    "(tests/daemon/test_long_texts.py)",
     "escapes": SIMULATOR_ONLY + "the text log and journal show escape a summary's control "
     "characters, the same whichever CLI carried it (tests/operator/test_terminal_escapes.py)",
 }

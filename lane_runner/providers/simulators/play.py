@@ -32,6 +32,7 @@ SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
     "unfinished", "artifacts", "linger", "long-summary", "escapes", "commit", "nochange",
+    "long-answer",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -163,6 +164,8 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     ``long-summary:N`` answers incomplete with a summary of N characters (``a-a-…``, a
     run a pattern tried from every position of would take quadratic time on).
     ``commit`` commits its edit itself, as a worker may; ``nochange`` edits nothing.
+    ``long-answer:N`` completes with a summary of N characters and 200 long findings:
+    more than a journal record holds.
     A completing answer really edits the workspace so git sees a diff.
     """
     result: dict[str, Any] = {
@@ -173,6 +176,13 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     if scenario.name == "long-summary":
         size = int(scenario.number(1 << 20))
         result.update(status="incomplete", summary=("a-" * (size // 2 + 1))[:size])
+        return result
+    if scenario.name == "long-answer":  # completed, but more than the journal keeps
+        size = int(scenario.number(2 << 20))
+        first_line = (prompt.strip().splitlines() or [""])[0][:120]
+        (workspace / OUTPUT_FILE).write_text(f"turn {turn}: {first_line}\n", encoding="utf-8")
+        result.update(summary="done: " + "x" * size, changed_files=[OUTPUT_FILE],
+                      findings=[f"finding {i}: " + "y" * 1000 for i in range(200)])
         return result
     if scenario.name == "incomplete" or turn < goal:
         result.update(status="incomplete", summary=f"turn {turn}: TODO: remaining work")
