@@ -481,6 +481,7 @@ class Daemon:
                 runs_finished=self.runs_finished,
                 pending_finalizations=self.pending_finalizations,
                 metrics_port=self.metrics_server.port if self.metrics_server else None,
+                metrics_address=self.cfg.metrics_address if self.metrics_server else None,
                 paused=self.paused.to_dict() if self.paused else None,
                 hold={"kind": self.hold[0], "reason": self.hold[1]} if self.hold else None,
                 providers=self._slots(),

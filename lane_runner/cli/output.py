@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import select
 import sys
 from collections.abc import Sequence
@@ -12,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from lane_runner import display
 
 
 def timestamp(value: float | None) -> str | None:
@@ -21,17 +22,12 @@ def timestamp(value: float | None) -> str | None:
     return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-#: C0 and C1 control characters but tab and newline: ESC starts terminal escape
-#: sequences (titles that retitle the window, clear the screen, fake a prompt), CR
-#: and BS overwrite what was printed.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 
 def printable(text: str) -> str:
     """``text`` safe for a terminal: every control character but tab and newline shown
     as ``\\xNN``. Titles, bodies, reasons and CLI output come from other people and
     models; human output passes them through here (``--json`` keeps them exact)."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return display.escaped(text, keep_newlines=True)
 
 
 #: Exit status when the reader of the output went away: what a shell reports for a

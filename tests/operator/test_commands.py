@@ -120,6 +120,19 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def test_status_names_the_address_the_metrics_are_served_on(lane: Lane) -> None:
+    port = free_port()
+    lane.write_config(metrics_port=port, metrics_address="127.0.0.2")
+    daemon = lane.start()
+    lane.wait(lambda: json_of(lane.cli("status", "--json"))["daemon"]["state"] == "running",
+              what="the daemon to publish its status")
+    assert json_of(lane.cli("status", "--json"))["daemon"]["metrics_address"] == "127.0.0.2"
+    assert f"metrics on http://127.0.0.2:{port}/metrics" in lane.cli("status").stdout
+    assert "lane_runner_" in httpx.get(f"http://127.0.0.2:{port}/metrics", timeout=5).text
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
 def test_live_daemon_status_and_metrics(lane: Lane) -> None:
     port = free_port()
     lane.write_config(metrics_port=port)

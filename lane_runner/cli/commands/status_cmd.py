@@ -121,6 +121,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "concurrency": published.get("concurrency"),
             "runs_finished": published.get("runs_finished"),
             "metrics_port": published.get("metrics_port"),
+            "metrics_address": published.get("metrics_address"),
             "published_at": timestamp(published.get("published_at")),
             "hold": published.get("hold"),
             "slots": published.get("providers"),
@@ -219,7 +220,7 @@ def _print(document: dict[str, Any], now: float) -> None:
         print(
             f"slots: {len(document['active'])}/{daemon['concurrency']} busy, "
             f"{daemon['runs_finished']} runs finished"
-            + (f", metrics on 127.0.0.1:{daemon['metrics_port']}" if daemon["metrics_port"] else "")
+            + (f", metrics on {_metrics_url(daemon)}" if daemon["metrics_port"] else "")
         )
         _print_controls(daemon)
     if document["active"]:
@@ -319,3 +320,11 @@ def _print(document: dict[str, Any], now: float) -> None:
                 for c in cycling
             ],
         )
+
+
+def _metrics_url(daemon: dict[str, Any]) -> str:
+    """Where the daemon serves its metrics and probes (an IPv6 address in brackets); a
+    daemon of a version that did not publish its address bound loopback."""
+    address = daemon.get("metrics_address") or "127.0.0.1"
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{daemon['metrics_port']}/metrics"
