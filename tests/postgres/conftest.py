@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -224,3 +226,61 @@ def fleet(tmp_path: Path, postgres_database: str) -> Iterator[Fleet]:
     shared = Fleet(tmp_path, postgres_database)
     yield shared
     shared.close()
+
+
+@dataclass
+class OwnServer:
+    """A PostgreSQL cluster of the test's own (initdb'd into a scratch directory, on a
+    free port), which it may stop and start without touching the machine's server that
+    every other test, in every pytest-xdist worker, is using meanwhile."""
+
+    data: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run([*_AS_POSTGRES, str(_binary("pg_ctl")), "-D", str(self.data), "-w", *args],
+                       capture_output=True, check=True, timeout=120)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl("-o", options, "-l", str(self.data / "server.log"), "start")
+
+    def stop(self) -> None:
+        self._ctl("-m", "fast", "stop")
+
+
+_AS_POSTGRES = ["runuser", "-u", "postgres", "--"]
+
+
+def _binary(name: str) -> Path:
+    """The newest installed PostgreSQL's ``name`` (Debian keeps them off PATH)."""
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    if not found:
+        pytest.skip(f"no PostgreSQL {name} under /usr/lib/postgresql to make a server of our own")
+    return found[-1]
+
+
+@pytest.fixture
+def own_server() -> Iterator[OwnServer]:
+    if os.geteuid() != 0:
+        pytest.skip("a server of our own is started as the postgres user, which needs root")
+    scratch = Path(tempfile.mkdtemp(prefix="lane-pg-"))
+    shutil.chown(scratch, "postgres", "postgres")
+    data = scratch / "data"
+    subprocess.run([*_AS_POSTGRES, str(_binary("initdb")), "-D", str(data), "-A", "trust",
+                    "-U", "postgres", "--no-sync"], capture_output=True, check=True, timeout=120)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = OwnServer(data, port)
+    server.start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):  # stopped by the test
+            server.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
