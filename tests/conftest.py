@@ -1,4 +1,5 @@
-"""Fixtures every test folder may use: a fresh PostgreSQL database per test.
+"""Fixtures every test folder may use: a fresh PostgreSQL database per test; and the
+Hypothesis profile of the whole suite (no per-example deadline).
 
 The server is the machine's (``.ci/run`` starts it); ``LANE_RUNNER_TEST_POSTGRES``
 names another one. Each test gets its own database, dropped afterwards, so tests
@@ -13,6 +14,13 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+#: Hypothesis' per-example deadline is a timed assertion: on a shared machine whose other
+#: core is busy (pytest-xdist's other workers, CI neighbours) a file written and fsynced
+#: may take ten times its usual time. Properties are checked for what they say, not speed.
+settings.register_profile("lane-runner", deadline=None)
+settings.load_profile("lane-runner")
 
 ADMIN_URL = os.environ.get(
     "LANE_RUNNER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -270,7 +270,8 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
 
 def _inline(data: dict[str, Any]) -> str:
     """An event's data (or a result) on one line for people: ``key=value``, nested objects
-    as dotted keys (``metadata.route.provider=codex``), lists as JSON, never Python's repr."""
+    as dotted keys (``metadata.route.provider=codex``), lists and text of several lines
+    (a diff stat) as JSON, never Python's repr."""
     return " ".join(f"{key}={value}" for key, value in _flat(data, ""))
 
 
@@ -281,7 +282,7 @@ def _flat(data: dict[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
             continue
         if isinstance(value, dict):
             yield from _flat(value, f"{name}.")
-        elif isinstance(value, str):
+        elif isinstance(value, str) and value.isprintable():
             yield name, value
         else:
             yield name, orjson.dumps(value).decode()
