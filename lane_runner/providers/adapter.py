@@ -149,6 +149,14 @@ class Provider(Protocol):
         """The settings file every run of this CLI gets (claude ``--settings``), or None."""
         ...
 
+    def speaks(self, event: dict[str, Any]) -> bool:
+        """Whether ``event`` (a line of a task log) is one of this CLI's events."""
+        ...
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        """One of this CLI's events for people (``lane-runner logs``); None: it says nothing."""
+        ...
+
 
 class CLIAdapter:
     """The parts of ``Provider`` every CLI shares; subclasses set the class attributes."""
@@ -208,6 +216,12 @@ class CLIAdapter:
     def settings_file(self) -> str | None:
         return None
 
+    def speaks(self, event: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
     def attempt(self, req: ProviderRequest, run_once: RunOnce) -> Attempt:
         """The first start as ``req`` asks, then at most one more as ``session_fallbacks``
         says: the fallbacks are a property of the CLI, not of the daemon."""
@@ -244,3 +258,18 @@ def _sibling(path: Path, label: str) -> Path:
     stem, dot, _ = path.name.partition(".result.json")
     name = f"{stem}.{label}.result.json" if dot else f"{path.name}.{label}"
     return path.with_name(name)
+
+
+#: How wide a described event may be (``lane-runner logs``).
+DESCRIBED_WIDTH = 200
+
+
+def shortened(text: object, width: int = DESCRIBED_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def mapping(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
