@@ -315,14 +315,14 @@ class RunExecutor:
         self.state.progressed()
         self.state.failed(decision.reason)
         self._save_state_if_possible()
-        reason = redact.shown(decision.reason)
         wait = self._backoff() if decision.count_failure else None
+        reason = redact.shown(self._waiting(decision.reason, wait))
         if decision.count_failure:
             self._file_failure(breaker.scope(breaker.PROVIDER, route.provider), classification,
                                decision.reason)
         return self._end(
             RunEnd.RETRY,
-            self._waiting(decision.reason, wait),
+            reason,
             "reclaim",
             lambda: self.board.reclaim(
                 self.run.id, reason, outcome, count_failure=decision.count_failure, cooldown=wait
@@ -879,16 +879,16 @@ class RunExecutor:
             left = workspace.remove(self.worktree, self.s.cfg.worker_user, force=True)
             if left is not None:
                 log.warning("worktree %s not removed after %s: %s", self.worktree, ran.hook, left)
-        reason = redact.text(ran.describe())
+        told = redact.text(ran.describe())
         self.state.progressed()
-        self.state.failed(reason)
+        self.state.failed(told)
         self._save_state_if_possible()
         wait = self._backoff()
-        self._file_failure(breaker.scope(breaker.BOARD, self.task.board), f"hook {ran.hook}",
-                           reason)
+        self._file_failure(breaker.scope(breaker.BOARD, self.task.board), f"hook {ran.hook}", told)
+        reason = self._waiting(told, wait)
         return self._end(
             RunEnd.RETRY,
-            self._waiting(reason, wait),
+            reason,
             "reclaim",
             lambda: self.board.reclaim(
                 self.run.id, reason, Outcome.FAILED, count_failure=True, cooldown=wait
