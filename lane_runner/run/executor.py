@@ -645,6 +645,8 @@ class RunExecutor:
             on_session=lambda value: self._on_session(provider, value),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
             stall_timeout=self.s.cfg.stall_timeout,
+            tool_stall_timeout=self.s.cfg.tool_stall_timeout,
+            busy_cpu=self.s.cfg.busy_cpu_percent / 100,
             closing_grace=self.s.cfg.closing_grace,
             deadline=self.deadline,
             rotate_bytes=self.s.cfg.log_rotate_bytes,

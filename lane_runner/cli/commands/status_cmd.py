@@ -229,6 +229,20 @@ def _warning(run: dict[str, Any]) -> str | None:
     return "; ".join(texts) or None
 
 
+def _clock(run: dict[str, Any], now: float) -> str | None:
+    """Which stall clock runs and its limit (``tool`` while a tool call is in flight), and
+    whether the run counts as working by its CPU use although it is quiet."""
+    if not run.get("clock"):
+        return None
+    shown = str(run["clock"])
+    if run.get("stall_limit"):
+        shown += f" {duration(run['stall_limit'])}"
+    busy, event = run.get("busy_at"), run.get("last_event_at")
+    if busy is not None and (event is None or busy > event):
+        shown += f", CPU busy {_ago(now, busy)}"
+    return shown
+
+
 def _print_controls(daemon: dict[str, Any]) -> None:
     if daemon["hold"]:
         print(f"not claiming: {daemon['hold']['reason']}")
@@ -278,6 +292,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                 "runtime",
                 "heartbeat",
                 "last event",
+                "clock",
                 "warning",
                 "log",
             ),
@@ -292,6 +307,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                     duration(run["runtime_seconds"]),
                     _ago(now, run["last_heartbeat_at"]),
                     _ago(now, run["last_event_at"]),
+                    _clock(run, now),
                     _warning(run),
                     run["log_path"],
                 )
