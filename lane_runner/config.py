@@ -35,7 +35,7 @@ from lane_runner.names import (
     is_model_name,
     is_valid_name,
 )
-from lane_runner.providers import codex
+from lane_runner.providers import ADAPTERS, Provider
 
 ENV_PREFIX = "LANE_RUNNER_"
 #: Names the configuration file when it is not ``config.toml`` in the home.
@@ -155,7 +155,7 @@ def _integer(minimum: int, maximum: int) -> Callable[[Any], int]:
 def _assignee(value: Any) -> str:
     text = _text(value).strip()
     if text and not is_lane_assignee(text):
-        raise ValueError("expected cli-auto, cli-<codex|claude>-<effort>, or empty")
+        raise ValueError(f"expected cli-auto, cli-<{'|'.join(PROVIDERS)}>-<effort>, or empty")
     return text
 
 
@@ -179,7 +179,7 @@ def _providers(value: Any) -> tuple[str, ...]:
     items = value if isinstance(value, list) else _text(value).split(",")
     names = tuple(str(item).strip() for item in items if str(item).strip())
     if not names or any(name not in PROVIDERS for name in names) or len(set(names)) != len(names):
-        raise ValueError("expected a list of distinct providers from codex, claude")
+        raise ValueError(f"expected a list of distinct providers from {', '.join(PROVIDERS)}")
     return names
 
 
@@ -216,9 +216,14 @@ def _table(value: Any) -> dict[str, Any]:
         raise ValueError(f"expected TOML key = value lines ({error})") from None
 
 
-def _codex_config(value: Any) -> dict[str, Any]:
-    """codex's own settings (model provider, gateway): flat dotted keys, one ``-c`` each."""
-    return codex.overrides(_table(value))
+def _cli_config(cli: Provider) -> Callable[[Any], dict[str, Any]]:
+    """``<provider>_config``: the CLI's own settings, as its adapter checks them (codex:
+    model provider, gateway; flat dotted keys, one ``-c`` each)."""
+
+    def parse(value: Any) -> dict[str, Any]:
+        return cli.config_settings(_table(value))
+
+    return parse
 
 
 def _cli_env(value: Any) -> dict[str, str]:
@@ -244,6 +249,22 @@ def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_env``: variables the operator sets for that CLI's workers."""
     return dict(cfg.values[f"{provider}_env"])
+
+
+def cli_models(cfg: Config, provider: str) -> dict[str, str]:
+    """``<provider>_models``: the static policy's model per effort for that CLI."""
+    return dict(cfg.values[f"{provider}_models"])
+
+
+def cli_binary(cfg: Config, provider: str) -> str | None:
+    """``<provider>_bin``: the CLI the operator names; None: found on PATH."""
+    value: str | None = cfg.values[f"{provider}_bin"]
+    return value
+
+
+def cli_cap(cfg: Config, provider: str) -> int:
+    """``max_running_<provider>``: runs that CLI may hold at once; 0: no cap."""
+    return int(cfg.values[f"max_running_{provider}"])
 
 
 def _ip_address(value: Any) -> str:
@@ -352,6 +373,15 @@ class Key:
     help: str
 
 
+def _cli_setting_keys(cli: Provider) -> tuple[Key, ...]:
+    """``<provider>_config`` (for a CLI that takes its settings from the runner) and
+    ``<provider>_env``, as the adapter describes them."""
+    env = Key(f"{cli.name}_env", _cli_env, {}, cli.env_help)
+    if not cli.takes_config:
+        return (env,)
+    return Key(f"{cli.name}_config", _cli_config(cli), {}, cli.config_help), env
+
+
 KEYS: tuple[Key, ...] = (
     Key(
         "board_url",
@@ -377,8 +407,10 @@ KEYS: tuple[Key, ...] = (
         2048,
         "memory one run is expected to take (MiB), for concurrency = 0",
     ),
-    Key("max_running_codex", _integer(0, 64), 0, "runs codex may hold at once; 0: no cap"),
-    Key("max_running_claude", _integer(0, 64), 0, "runs claude may hold at once; 0: no cap"),
+    *(
+        Key(f"max_running_{p}", _integer(0, 64), 0, f"runs {p} may hold at once; 0: no cap")
+        for p in ADAPTERS
+    ),
     Key(
         "provider_full",
         _choice("wait", "fallback"),
@@ -418,21 +450,8 @@ KEYS: tuple[Key, ...] = (
         "route id asked for a manual lane",
     ),
     Key("router_judge_route", _route_id(), "lane/judge", "route id asked for the router judge"),
-    Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
-    Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
-    Key(
-        "codex_config",
-        _codex_config,
-        {},
-        "codex settings passed as -c key=value (model_provider, model_providers.<id>...)",
-    ),
-    Key("codex_env", _cli_env, {}, "variables set for codex workers (the gateway's key)"),
-    Key(
-        "claude_env",
-        _cli_env,
-        {},
-        "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)",
-    ),
+    *(Key(f"{p}_bin", _optional_text, None, f"{p} CLI; empty: found on PATH") for p in ADAPTERS),
+    *(key for cli in ADAPTERS.values() for key in _cli_setting_keys(cli)),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
     Key(
@@ -442,30 +461,12 @@ KEYS: tuple[Key, ...] = (
         "given to unassigned ready tasks (empty: leave them)",
     ),
     Key("default_effort", _effort, "high", "effort for cli-auto under the static policy"),
-    Key(
-        "provider_preference", _providers, ("codex", "claude"), "static policy: providers in order"
-    ),
-    Key(
-        "codex_models",
-        _models,
-        {
-            "low": "gpt-5.1-codex-mini",
-            "medium": "gpt-5.1-codex",
-            "high": "gpt-5.1-codex",
-            "xhigh": "gpt-5.1-codex-max",
-        },
-        "static policy: codex model per effort",
-    ),
-    Key(
-        "claude_models",
-        _models,
-        {
-            "low": "claude-haiku-4-5",
-            "medium": "claude-sonnet-4-5",
-            "high": "claude-sonnet-4-5",
-            "xhigh": "claude-opus-4-5",
-        },
-        "static policy: claude model per effort",
+    Key("provider_preference", _providers, PROVIDERS, "static policy: providers in order"),
+    *(
+        Key(
+            f"{p}_models", _models, dict(cli.default_models), f"static policy: {p} model per effort"
+        )
+        for p, cli in ADAPTERS.items()
     ),
     Key("judge", _optional_text, None, "goal judge: empty for structural, 'router' for the router"),
     Key(

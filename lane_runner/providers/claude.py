@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from lane_runner.names import is_http_url
-from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.adapter import CLIAdapter, Login, RunCommand, RunsAs
+from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
+from lane_runner.urls import is_http_url
 
 DENIED_TOOLS = (
     "Bash(git push --force *)",
@@ -108,7 +111,6 @@ def track_tools(tools: set[str], event: dict[str, Any]) -> None:
 
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
     """Fold one event into ``reading``; True unless it is API retry chatter."""
-    track_tools(reading.tools, event)
     session_id = event.get("session_id")
     if isinstance(session_id, str) and session_id and reading.session_id is None:
         reading.session_id = session_id
@@ -198,3 +200,88 @@ def gateway(_settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str |
             "reaches the worker: claude would answer 'Not logged in'"
         )
     return base_url if usable else None, problems
+
+
+#: Where claude finds a login besides its credentials file (``doctor``).
+SECRETS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+CREDENTIALS = ".credentials.json"
+
+
+class Claude(CLIAdapter):
+    """``claude -p --output-format stream-json``: the runner reserves the session id,
+    the schema goes inline, settings come from the environment and ``--settings``."""
+
+    name = "claude"
+    command = "claude"
+    version_identity = re.compile(r"\(Claude Code\)")  # "2.1.332 (Claude Code)"
+    env_prefixes = ("CLAUDE_", "ANTHROPIC_", "IS_SANDBOX")
+    model_prefix = "claude-"
+    default_models = {
+        "low": "claude-haiku-4-5",
+        "medium": "claude-sonnet-4-5",
+        "high": "claude-sonnet-4-5",
+        "xhigh": "claude-opus-4-5",
+    }
+    env_help = "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)"
+    reserves_session = True
+    inline_schema = True
+    #: "Session ID already in use" on a fresh start: resume it; "No conversation found"
+    #: on resume: start that reserved id fresh.
+    session_fallbacks = {
+        (False, Classification.SESSION_COLLISION): True,
+        (True, Classification.SESSION_MISSING): False,
+    }
+
+    def argv(
+        self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
+    ) -> list[str]:
+        return argv(req, session_id=str(req.session_id), resume=resume, schema_text=schema)
+
+    def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
+        return observe(reading, event)
+
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        track_tools(tools, event)
+
+    def root_refusal(
+        self,
+        run_as: str | None,
+        euid: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> str | None:
+        return root_refusal(run_as, euid, environ)
+
+    def gateway(
+        self, settings: Mapping[str, Any], env: Mapping[str, str]
+    ) -> tuple[str | None, list[str]]:
+        return gateway(settings, env)
+
+    def settings_file(self) -> str | None:
+        return settings_text()
+
+    def login(
+        self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
+    ) -> Login:
+        """An API key or token in the worker environment, or the credentials file (in
+        ``CLAUDE_CONFIG_DIR``, else ``~/.claude``): claude has no login status command."""
+        secret = next((name for name in SECRETS if env.get(name)), None)
+        if secret is not None:
+            return Login(True, f"{secret} reaches the claude workers")
+        config_dir = Path(env.get("CLAUDE_CONFIG_DIR") or runs.home / ".claude")
+        credentials = config_dir / CREDENTIALS
+        if credentials.is_file():
+            return Login(True, f"credentials in {credentials}")
+        fix = (
+            f"as {runs.who()}: {runs.sudo('claude')}, then /login (or "
+            f"{runs.sudo('claude setup-token')} and give the daemon CLAUDE_CODE_OAUTH_TOKEN, "
+            "or ANTHROPIC_API_KEY: both reach claude workers)"
+        )
+        return Login(
+            False,
+            f"not logged in as {runs.who()}: no {', '.join(SECRETS)} in the worker "
+            f"environment and no {credentials}",
+            fix,
+        )
+
+
+ADAPTER = Claude()

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import files, redact
-from lane_runner.names import is_http_url
-from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.adapter import CLIAdapter, Login, RunCommand, RunsAs
+from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
+from lane_runner.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,6 @@ def track_tools(tools: set[str], event: dict[str, Any]) -> None:
 
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
     """Fold one event into ``reading``; True when it is meaningful progress."""
-    track_tools(reading.tools, event)
     kind = event.get("type")
     if kind == "thread.started":
         thread_id = event.get("thread_id")
@@ -264,3 +264,64 @@ def file_result(result_file: Path) -> dict[str, Any] | None:
         )
         return None
     return result_object(data.decode("utf-8", "replace"))
+
+
+class Codex(CLIAdapter):
+    """``codex exec --json``: codex names its thread, writes its answer to ``-o``, and
+    takes its own settings as ``-c`` overrides (``codex_config``)."""
+
+    name = "codex"
+    command = "codex"
+    version_identity = re.compile(r"\bcodex-cli\b")  # "codex-cli 0.171.0"
+    env_prefixes = ("CODEX_", "OPENAI_API_KEY")
+    model_prefix = "gpt-"
+    default_models = {
+        "low": "gpt-5.1-codex-mini",
+        "medium": "gpt-5.1-codex",
+        "high": "gpt-5.1-codex",
+        "xhigh": "gpt-5.1-codex-max",
+    }
+    takes_config = True
+    config_help = "codex settings passed as -c key=value (model_provider, model_providers.<id>...)"
+    env_help = "variables set for codex workers (the gateway's key)"
+    writes_result_file = True
+    #: "no rollout found for thread id": a fresh thread, reported through ``on_session``.
+    session_fallbacks = {(True, Classification.SESSION_MISSING): False}
+
+    def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
+        return overrides(table)
+
+    def argv(
+        self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
+    ) -> list[str]:
+        return argv(req, thread_id=req.session_id if resume else None, result_file=result_file)
+
+    def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
+        return observe(reading, event)
+
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        track_tools(tools, event)
+
+    def file_result(self, result_file: Path) -> dict[str, Any] | None:
+        return file_result(result_file)
+
+    def gateway(
+        self, settings: Mapping[str, Any], env: Mapping[str, str]
+    ) -> tuple[str | None, list[str]]:
+        return gateway(settings, env)
+
+    def login(
+        self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
+    ) -> Login:
+        """``codex login status``: exit 0 when logged in (ChatGPT or an API key)."""
+        said, status = run([str(executable), "login", "status"])
+        if status == 0:
+            return Login(True, said)
+        fix = (
+            f"as {runs.who()}: {runs.sudo('codex login')} (or pipe an API key into "
+            f"{runs.sudo('codex login --with-api-key')})"
+        )
+        return Login(False, f"not logged in as {runs.who()}: codex login status said: {said}", fix)
+
+
+ADAPTER = Codex()

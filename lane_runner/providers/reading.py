@@ -28,7 +28,7 @@ class Reading:
     supervisor then gives the CLI only ``closing_grace`` to exit."""
     tools: set[str] = field(default_factory=set)
     """The ids of the CLI's tool calls that have begun and not yet ended (each adapter's
-    ``observe`` keeps them): while any is in flight the stall limit is the tool's."""
+    ``track_tools`` keeps them): while any is in flight the stall limit is the tool's."""
     unanswered: str | None = None
     """Set by the adapter when the CLI ended its turn cleanly without an answer: why,
     in words the next attempt is told."""

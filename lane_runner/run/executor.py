@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from lane_runner.providers import (
     Attempt,
     Classification,
     ProviderRequest,
-    claude_root_refusal,
+    adapter,
     run_attempt,
     worker_environment,
 )
@@ -556,10 +555,13 @@ class RunExecutor:
         """One provider turn, recorded in the lane state, provider health and metrics."""
         provider = route.provider
         n = self.state.next_sequence()
-        # A fresh codex thread after an unknown-thread resume writes its own -o file.
-        retry = self.state.next_sequence() if provider == "codex" else None
-        if provider == "claude" and provider not in self.state.sessions:
-            self.state.sessions["claude"] = str(uuid.uuid4())  # reserved before the first start
+        cli = adapter(provider)
+        # A fresh session after an unknown-session resume writes its own result file.
+        retry = self.state.next_sequence() if cli.writes_result_file else None
+        if provider not in self.state.sessions:
+            reserved = cli.new_session()  # a CLI the runner names sessions for
+            if reserved is not None:
+                self.state.sessions[provider] = reserved  # persisted before the first start
         self.state.provider = provider
         record: dict[str, Any] = {
             "n": n,
@@ -603,9 +605,7 @@ class RunExecutor:
     def _unusable(self, provider: str) -> str | None:
         if self.s.binaries.get(provider) is None:
             return f"the {provider} CLI is not installed: install it or set {provider}_bin"
-        if provider == "claude":
-            return claude_root_refusal(self.s.cfg.worker_user)
-        return None
+        return adapter(provider).root_refusal(self.s.cfg.worker_user)
 
     def _request(
         self, route: Route, prompt: str, worktree: Path, n: int, retry: int | None
@@ -624,7 +624,7 @@ class RunExecutor:
             prompt=prompt,
             workspace=worktree,
             schema_path=self.s.schema_path,
-            settings_path=self.s.settings_path,
+            settings_path=self.s.home.settings_file(provider),
             result_file=self._fresh_result_file(n),
             retry_result_file=None if retry is None else self._fresh_result_file(retry),
             session_id=self.state.sessions.get(provider),

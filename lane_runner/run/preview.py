@@ -21,7 +21,7 @@ from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.home import Home
 from lane_runner.names import is_lane_assignee
-from lane_runner.providers import ProviderRequest, claude, claude_root_refusal, codex
+from lane_runner.providers import ProviderRequest, adapter
 from lane_runner.router import Route, Router, RoutingError, health
 from lane_runner.run import context as contexts
 from lane_runner.run import lanestate, workspace
@@ -52,7 +52,6 @@ def preview(
     router: Router,
     binaries: dict[str, Path | None],
     schema_path: Path,
-    settings_path: Path,
 ) -> Preview:
     """The route and argv a claim of ``task`` would use now; never raises for routing."""
     lane = task.assignee or cfg.default_assignee or None
@@ -84,11 +83,11 @@ def preview(
     if executable is None:
         found.error = f"the {route.provider} CLI is not installed: install it or set its _bin"
         return found
-    if route.provider == "claude" and (refusal := claude_root_refusal(cfg.worker_user)):
+    if refusal := adapter(route.provider).root_refusal(cfg.worker_user):
         found.notes.append(refusal)
     state = lanestate.load(home.lane_dir(task.board), task.board, task.id, 0)
     result_file = home.lane_dir(task.board) / f"{task.id}.run-<R>.provider-<n>.result.json"
-    paths = (schema_path, settings_path)
+    paths = (schema_path, home.settings_file(route.provider))
     overrides = config.cli_overrides(cfg, route.provider)
     argv = _argv(route, executable, worktree, state, result_file, home, paths, overrides)
     found.argv = [redact.text(arg) for arg in argv]
@@ -126,14 +125,13 @@ def _argv(
         schema_path=paths[0],
         settings_path=paths[1],
         result_file=result_file,
-        session_id=session,
+        session_id=session or NEW_SESSION,
         resume=resume,
         log_path=home.log_file("preview", "preview"),
         env={},
         deadline=0.0,
         config_overrides=overrides,
     )
-    if route.provider == "codex":
-        return codex.argv(request, thread_id=session if resume else None, result_file=result_file)
-    argv = claude.argv(request, session_id=session or NEW_SESSION, resume=resume, schema_text="")
-    return ["<schema>" if arg == "" else arg for arg in argv]
+    return adapter(route.provider).argv(
+        request, resume=resume, result_file=result_file, schema="<schema>"
+    )

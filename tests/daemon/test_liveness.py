@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from lane_runner.board.model import Status
-from lane_runner.providers import claude, codex
+from lane_runner.providers.registry import adapter
 from lane_runner.providers.supervisor import Clocks, Limits, busy, overdue
 from tests.harness import Lane
 
@@ -113,6 +113,7 @@ def test_cpu_time_growing_faster_than_the_threshold_is_work(
 
 
 def test_each_adapter_knows_when_a_tool_call_is_in_flight() -> None:
+    codex, claude = adapter("codex"), adapter("claude")
     tools: set[str] = set()
     item = {"id": "item_3", "type": "command_execution", "status": "in_progress"}
     codex.track_tools(tools, {"type": "item.started", "item": item})
