@@ -396,7 +396,18 @@ KEYS: tuple[Key, ...] = (
         (),
         "with a hermes:// board_url: the Hermes boards to serve; empty: all non-archived ones",
     ),
-    Key("concurrency", _integer(1, 64), 4, "worker slots"),
+    Key(
+        "concurrency",
+        _integer(0, 64),
+        0,
+        "worker slots; 0: one per memory_per_run_mb of the memory this runner may use (1 to 16)",
+    ),
+    Key(
+        "memory_per_run_mb",
+        _integer(64, 1 << 30),
+        2048,
+        "memory one run is expected to take (MiB), for concurrency = 0",
+    ),
     *(
         Key(f"max_running_{p}", _integer(0, 64), 0, f"runs {p} may hold at once; 0: no cap")
         for p in ADAPTERS
@@ -412,6 +423,18 @@ KEYS: tuple[Key, ...] = (
         _integer(0, 1 << 30),
         256,
         "claim nothing while less memory (MiB; the cgroup's room when lower) is free; 0: off",
+    ),
+    Key(
+        "elevated_memory_mb",
+        _integer(0, 1 << 30),
+        1024,
+        "start at most one new run per pass while less memory than this (MiB) is free; 0: off",
+    ),
+    Key(
+        "min_free_disk_mb",
+        _integer(0, 1 << 30),
+        512,
+        "claim nothing while the home's or a workspace's filesystem has less free (MiB); 0: off",
     ),
     Key("router_url", _router_url, None, "HTTP model router; empty: embedded static policy"),
     Key(
@@ -458,6 +481,19 @@ KEYS: tuple[Key, ...] = (
         "no meaningful provider event this long: stalled",
     ),
     Key(
+        "tool_stall_timeout",
+        _number(0.1, 7 * 86400),
+        3600.0,
+        "the stall limit while a tool call (a command, a test suite) is in flight",
+    ),
+    Key(
+        "busy_cpu_percent",
+        _number(0, 6400),
+        10.0,
+        "an attempt whose processes use more CPU than this (% of one CPU) is alive however "
+        "quiet; 0: only events count",
+    ),
+    Key(
         "closing_grace",
         _number(0, 600),
         5.0,
@@ -481,7 +517,47 @@ KEYS: tuple[Key, ...] = (
         30.0,
         "SIGTERM or task stop: kill process trees after this",
     ),
+    Key(
+        "release_on_stop",
+        _boolean,
+        False,
+        "SIGTERM hands running work back to ready (a pod that will not come back); "
+        "false keeps it claimed for this runner's next start",
+    ),
     Key("failure_limit", _integer(1, 1000), 3, "counted failures before a task is blocked gave_up"),
+    Key(
+        "failure_backoff_base",
+        _number(0, 86400),
+        30.0,
+        "seconds before a task is claimed again after its first counted failure (doubles); 0: "
+        "at once",
+    ),
+    Key(
+        "failure_backoff_max",
+        _number(0, 7 * 86400),
+        1800.0,
+        "longest wait after a counted failure, in seconds",
+    ),
+    Key(
+        "breaker_threshold",
+        _integer(0, 1000),
+        3,
+        "tasks failing the same way within breaker_window that mark their provider or board "
+        "broken (claims stop for it); 0: off",
+    ),
+    Key(
+        "breaker_window",
+        _number(1, 7 * 86400),
+        900.0,
+        "seconds within which breaker_threshold same failures trip the breaker",
+    ),
+    Key(
+        "breaker_probe_interval",
+        _number(1, 7 * 86400),
+        600.0,
+        "seconds between probes of a broken provider or board: one run is let through, and "
+        "its success clears the breaker",
+    ),
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),
     Key(

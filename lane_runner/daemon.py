@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import signal
 import threading
 import time
@@ -27,9 +28,21 @@ from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
+from lane_runner.names import PROVIDERS
 from lane_runner.run import cleanup
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
-from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
+from lane_runner.run.workspace import branch_name
+from lane_runner.service import (
+    breaker,
+    disk,
+    logs,
+    memory,
+    metrics,
+    pause,
+    recovery,
+    status,
+    stuck,
+)
 from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
@@ -42,6 +55,20 @@ CLAIM_SWEEP = 1.0  # claim attempts even without a change: cooldowns end without
 RESCUE_INTERVAL = 30.0  # look for other nodes' expired leases
 REPLAY_INTERVAL = 10.0  # retry finalizations left pending by an unavailable board
 MAX_SLOTS = 64
+#: Workspaces whose filesystems the disk guard watches (the most recently claimed).
+WATCHED_WORKSPACES = 32
+
+
+def handover(claim: Claim, node: str, report: RunReport) -> str:
+    """The comment a run handed back at shutdown leaves for whoever takes the task next:
+    the work so far is on the task's branch, the provider session stays with this node."""
+    provider = f" ({report.provider})" if report.provider else ""
+    return (
+        f"handed back at shutdown by node {node} (release_on_stop): run {claim.run.id}"
+        f"{provider} was cut short ({redact.shown(report.reason, 300)}); uncounted. Its work "
+        f"so far is in its worktree on branch {branch_name(claim.task.board, claim.task.id)} "
+        "of this node; the provider session is not carried over, so the next run starts anew."
+    )
 
 
 @dataclass
@@ -94,6 +121,13 @@ class Daemon:
         self.paused: pause.Pause | None = None
         self.hold: tuple[str, str] | None = None  # why free slots went unclaimed: kind, why
         self.memory: memory.Reading | None = None
+        self.pressure = memory.OK
+        self.elevated_start = -CLAIM_SWEEP  # when the last run started under elevated pressure
+        self.disk: list[disk.Space] = []
+        self.workspaces: dict[str, None] = {}  # the repositories claims worked in, in order
+        self.broken_seen: set[str] = set()  # scopes the breaker gauge has shown
+        self.concurrency = self._concurrency(cfg)
+        self.ended: list[tuple[Claim, RunReport]] = []  # runs reaped, for release_on_stop
         self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
         self.sweeping: concurrent.futures.Future[None] | None = None  # cleanup (run/cleanup.py)
 
@@ -208,6 +242,25 @@ class Daemon:
             self.runs_finished += 1
             if report.ended is RunEnd.PENDING:
                 self.pending_finalizations += 1
+            releasing = self.stopping and self.services.cfg.release_on_stop
+            if report.ended is RunEnd.ABANDON and releasing:
+                self._release(claim, report)
+
+    def _release(self, claim: Claim, report: RunReport) -> None:
+        """``release_on_stop``: a run cut short by the shutdown goes back to ready, uncounted,
+        with a comment handing it over, instead of staying claimed for a next start that a
+        pod scaled down never has. A run whose lease is no longer ours is left alone (the
+        reclaim's exact-run guard); a board that is away leaves it to its lease."""
+        run = claim.run
+        note = handover(claim, self.services.node, report)
+        try:
+            with self.services.resting.use(run.board):
+                board = self.services.store.board(run.board)
+                if board.reclaim(run.id, note, Outcome.RECLAIMED, count_failure=False):
+                    board.comment(run.task_id, note, "lane-runner")
+                    log.info("run %s of %s/%s handed back to ready", run.id, run.board, run.task_id)
+        except BoardUnavailable as error:
+            log.warning("run %s not handed back (%s); its lease will be", run.id, error)
 
     def _fail_crashed(self, claim: Claim, reason: str) -> None:
         """A worker thread died: count a failure unless its result is safe in the journal."""
@@ -268,16 +321,23 @@ class Daemon:
     def _claim(self) -> None:
         self.paused = pause.read(self.services.home.pause_file)
         self.hold = None
-        free = min(self.services.cfg.concurrency, MAX_SLOTS) - len(self.workers)
+        free = min(self.concurrency, MAX_SLOTS) - len(self.workers)
         if self.stopping or free <= 0:
             return
-        self.hold = self._held()
+        self.hold = self._held(time.time())
         room = self.services.slots.room(len(self.workers))
         if self.hold is None and room is not None and room <= 0:
             self.hold = ("caps", "every provider is at its max_running_<provider> cap")
         if self.hold is not None:
             return
         free = free if room is None else min(free, room)
+        now = time.monotonic()
+        if self.pressure == memory.ELEVATED:
+            # One new run per pass, and passes a claim sweep apart: a claim changes the
+            # board, which wakes the loop at once for another pass.
+            if now - self.elevated_start < CLAIM_SWEEP:
+                return
+            free = min(free, 1)
         slugs = self._open_boards()
         misses = 0
         while free > 0 and slugs and misses < len(slugs):
@@ -289,7 +349,17 @@ class Daemon:
                 continue
             misses = 0
             free -= 1
+            if self.pressure == memory.ELEVATED:
+                self.elevated_start = now
             self._submit(claim)
+
+    @staticmethod
+    def _concurrency(cfg: configuration.Config) -> int:
+        """The slots: ``concurrency``, or with 0 one per ``memory_per_run_mb`` of the
+        memory this runner may use (``service/memory.py``)."""
+        if cfg.concurrency:
+            return int(cfg.concurrency)
+        return memory.derived_concurrency(memory.total(), cfg.memory_per_run_mb)
 
     def _open_boards(self) -> list[str]:
         """The boards claims may come from: paused ones are skipped (``claim`` would refuse
@@ -298,7 +368,16 @@ class Daemon:
         open_slugs = [slug for slug in slugs if self._board_pause(slug) is None]
         if slugs and not open_slugs:
             self.hold = ("board_paused", f"every board is paused ({', '.join(slugs)})")
-        return open_slugs
+            return open_slugs
+        now = time.time()
+        broken = {
+            slug: trip
+            for slug in open_slugs
+            if (trip := self.services.breaker.blocked(breaker.scope(breaker.BOARD, slug), now))
+        }
+        if open_slugs and len(broken) == len(open_slugs):
+            self.hold = ("breaker", "; ".join(trip.describe() for trip in broken.values()))
+        return [slug for slug in open_slugs if slug not in broken]
 
     def _board_pause(self, slug: str) -> BoardPause | None:
         try:
@@ -308,15 +387,30 @@ class Daemon:
             log.debug("board %s skipped: %s", slug, error)
             return None  # resting now: its claim fails at once and is skipped there
 
-    def _held(self) -> tuple[str, str] | None:
-        """Why nothing may be claimed now although slots are free: a pause, or memory."""
+    def _held(self, now: float) -> tuple[str, str] | None:
+        """Why nothing may be claimed now although slots are free: a pause, memory, disk
+        space, or every provider marked broken by the storm breaker."""
         if self.paused is not None:
             return "paused", f"runner paused: {self.paused.reason}"
+        cfg = self.services.cfg
         self.memory = memory.read()
         metrics.memory_available(self.memory.available if self.memory else None)
-        shortage = memory.shortage(self.memory, self.services.cfg.min_available_memory_mb)
+        self.pressure = memory.pressure(
+            self.memory, cfg.min_available_memory_mb, cfg.elevated_memory_mb
+        )
+        shortage = memory.shortage(self.memory, cfg.min_available_memory_mb)
         if shortage is not None:
             return "memory", shortage
+        self.disk = disk.measure([str(self.services.home.root), *self.workspaces])
+        for space in self.disk:
+            metrics.DISK_FREE.labels(space.path).set(space.free)
+        full = disk.shortage(self.disk, cfg.min_free_disk_mb)
+        if full is not None:
+            return "disk", full
+        scopes = [breaker.scope(breaker.PROVIDER, provider) for provider in PROVIDERS]
+        broken = [trip for where in scopes if (trip := self.services.breaker.blocked(where, now))]
+        if len(broken) == len(PROVIDERS):
+            return "breaker", "; ".join(trip.describe() for trip in broken)
         return None
 
     def _watch_stuck(self, now: float) -> None:
@@ -337,6 +431,9 @@ class Daemon:
                 counts[warning.kind] += 1
                 if warning.kind not in warned and self._warn(run, warning):
                     warned.add(warning.kind)
+        trips = set(self.services.breaker.trips())
+        metrics.broken(trips, self.broken_seen)
+        self.broken_seen |= trips
         metrics.controls(
             paused=self.paused is not None,
             hold=self.hold[0] if self.hold else None,
@@ -370,7 +467,10 @@ class Daemon:
         return True
 
     def _claim_from(self, slug: str) -> Claim | None:
-        """A claim on ``slug``, or None; a board that is unavailable rests (``service/resting``)."""
+        """A claim on ``slug``, or None; a board that is unavailable rests (``service/resting``),
+        and one the storm breaker marks broken gives one claim per probe."""
+        if not self.services.breaker.admits(breaker.scope(breaker.BOARD, slug), time.time()):
+            return None
         try:
             with self.services.resting.use(slug):
                 board = self.services.store.board(slug)
@@ -393,6 +493,7 @@ class Daemon:
             extra=logs.about(task.board, task.id, claim.run.id),
         )
         metrics.CLAIMS.labels(task.board).inc()
+        self._watch_workspace(task.workspace)
         self.services.activity.start(
             task.board,
             task.id,
@@ -403,6 +504,15 @@ class Daemon:
         future = self.pool.submit(self._execute, claim)
         self.workers[future] = claim
         future.add_done_callback(lambda _: self.wake.set())
+
+    def _watch_workspace(self, workspace: str | None) -> None:
+        """Remember a claimed task's repository for the disk guard (the latest few)."""
+        if not workspace or not os.path.isabs(workspace) or not os.path.isdir(workspace):
+            return
+        self.workspaces.pop(workspace, None)
+        self.workspaces[workspace] = None
+        while len(self.workspaces) > WATCHED_WORKSPACES:
+            del self.workspaces[next(iter(self.workspaces))]
 
     def _execute(self, claim: Claim) -> RunReport:
         with logs.run_context(claim.task.board, claim.task.id, claim.run.id):
@@ -420,8 +530,9 @@ class Daemon:
             log.error("config reload failed, keeping the old configuration: %s", error)
             return
         self.cfg = cfg
+        self.concurrency = self._concurrency(cfg)
         self.health.timeout = cfg.health_timeout
-        log.info("configuration reloaded (concurrency %d)", cfg.concurrency)
+        log.info("configuration reloaded (concurrency %d)", self.concurrency)
         if waiting:
             log.warning("%s changed: the new value takes effect at restart", ", ".join(waiting))
 
@@ -476,7 +587,7 @@ class Daemon:
             status.document(
                 started_at=self.started_at,
                 node=self.services.node,
-                concurrency=self.services.cfg.concurrency,
+                concurrency=self.concurrency,
                 active=self.services.activity.snapshot(),
                 runs_finished=self.runs_finished,
                 pending_finalizations=self.pending_finalizations,
@@ -485,7 +596,8 @@ class Daemon:
                 paused=self.paused.to_dict() if self.paused else None,
                 hold={"kind": self.hold[0], "reason": self.hold[1]} if self.hold else None,
                 providers=self._slots(),
-                memory=asdict(self.memory) if self.memory else None,
+                memory={**asdict(self.memory), "pressure": self.pressure} if self.memory else None,
+                disk=[asdict(space) for space in self.disk],
             ),
             now,
         )
@@ -493,7 +605,7 @@ class Daemon:
     def _status_line(self) -> str:
         held = f"not claiming ({self.hold[1]}), " if self.hold else ""
         return (
-            held + f"{len(self.workers)}/{self.services.cfg.concurrency} slots busy, "
+            held + f"{len(self.workers)}/{self.concurrency} slots busy, "
             f"{self.runs_finished} runs finished, "
             f"{self.pending_finalizations} finalizations pending"
         )

@@ -98,6 +98,11 @@ class Home:
         return self.root / "status.json"
 
     @property
+    def breaker_file(self) -> Path:
+        """The storm breaker's trips (see ``service/breaker.py``); survives restarts."""
+        return self.root / "breaker.json"
+
+    @property
     def pause_file(self) -> Path:
         """Present while this runner is paused (see ``service/pause.py``); survives restarts."""
         return self.root / "paused.json"

@@ -17,10 +17,13 @@ class Settings:
     board_url: str | None
     hermes_boards: tuple[str, ...]
     concurrency: int
+    memory_per_run_mb: int
     max_running_codex: int
     max_running_claude: int
     provider_full: str
     min_available_memory_mb: int
+    elevated_memory_mb: int
+    min_free_disk_mb: int
     router_url: str | None
     router_timeout: float
     router_auto_route: str
@@ -42,11 +45,19 @@ class Settings:
     lease_ttl: float
     heartbeat_interval: float
     stall_timeout: float
+    tool_stall_timeout: float
+    busy_cpu_percent: float
     closing_grace: float
     max_runtime: float
     stuck_warning_fraction: float
     shutdown_grace: float
+    release_on_stop: bool
     failure_limit: int
+    failure_backoff_base: float
+    failure_backoff_max: float
+    breaker_threshold: int
+    breaker_window: float
+    breaker_probe_interval: float
     cooldown_base: float
     cooldown_max: float
     cooldown_limit: int
@@ -75,10 +86,13 @@ class Changes(TypedDict, total=False):
     board_url: Any
     hermes_boards: Any
     concurrency: Any
+    memory_per_run_mb: Any
     max_running_codex: Any
     max_running_claude: Any
     provider_full: Any
     min_available_memory_mb: Any
+    elevated_memory_mb: Any
+    min_free_disk_mb: Any
     router_url: Any
     router_timeout: Any
     router_auto_route: Any
@@ -100,11 +114,19 @@ class Changes(TypedDict, total=False):
     lease_ttl: Any
     heartbeat_interval: Any
     stall_timeout: Any
+    tool_stall_timeout: Any
+    busy_cpu_percent: Any
     closing_grace: Any
     max_runtime: Any
     stuck_warning_fraction: Any
     shutdown_grace: Any
+    release_on_stop: Any
     failure_limit: Any
+    failure_backoff_base: Any
+    failure_backoff_max: Any
+    breaker_threshold: Any
+    breaker_window: Any
+    breaker_probe_interval: Any
     cooldown_base: Any
     cooldown_max: Any
     cooldown_limit: Any

@@ -35,7 +35,7 @@ from lane_runner.providers import ADAPTERS, Login, ProviderRequest, adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
-from lane_runner.service import diskuse
+from lane_runner.service import breaker, diskuse
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
 
@@ -491,6 +491,21 @@ def health_checks(home: Home, now: float) -> list[Check]:
     return checks
 
 
+def breaker_checks(home: Home) -> list[Check]:
+    """Each scope the storm breaker marks broken: claims stop for it until it is cleared
+    or a probe succeeds (``service/breaker.py``), so doctor fails and says why."""
+    return [
+        Check(
+            f"breaker {trip.scope}",
+            Level.FAIL,
+            f"{trip.count} tasks failed the same way ({trip.reason}); claims for it stop",
+            f"fix the cause, then 'lane-runner health clear {trip.scope}' (or wait for a "
+            "probe to succeed)",
+        )
+        for trip in breaker.read(home.breaker_file).values()
+    ]
+
+
 def notify_check(notifier: Notifier) -> list[Check]:
     if not notifier.enabled:
         return []
@@ -531,6 +546,7 @@ def run_all(cfg: Config) -> list[Check]:
         *gateway_checks(cfg),
         *router_check(cfg),
         *health_checks(home, time.time()),
+        *breaker_checks(home),
         *notify_check(Notifier()),
     ]
     return [hide_secrets(check) for check in checks]

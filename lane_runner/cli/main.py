@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "journal_cmd",
     "status_cmd",
     "doctor_cmd",
+    "health_cmd",
     "logs_cmd",
 )
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default

@@ -112,6 +112,12 @@ class Provider(Protocol):
         """Fold one event into ``reading``; True when it is meaningful progress."""
         ...
 
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        """Keep ``tools`` the ids of the CLI's tool calls that have begun and not ended:
+        while one is in flight the CLI may print nothing for as long as the tool runs, and
+        the supervisor's stall limit is ``tool_stall_timeout`` (docs/ARCHITECTURE.md §6)."""
+        ...
+
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
         """The answer the CLI wrote to ``result_file``, if any."""
         ...
@@ -188,6 +194,10 @@ class CLIAdapter:
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         raise NotImplementedError
+
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        """A CLI that says nothing of its tool calls is never on the tool clock."""
+        return None
 
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
         return None

@@ -130,6 +130,16 @@ class AttemptGroup:
         except OSError:
             return []
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time every member, living or gone, has used so far (``cpu.stat``'s
+        ``usage_usec``, kept by the kernel whether or not the cpu controller is on);
+        None when unreadable."""
+        try:
+            return cpu_usage((self.path / "cpu.stat").read_text())
+        except OSError as error:
+            log.debug("cpu.stat of %s unreadable: %s", self.path, error)
+            return None
+
     def kill(self) -> None:
         """SIGKILL every member, at once where the kernel has ``cgroup.kill`` (5.14+)."""
         try:
@@ -156,6 +166,15 @@ class AttemptGroup:
                     return False
             self.kill()
             time.sleep(0.01)
+
+
+def cpu_usage(stat: str) -> float | None:
+    """Seconds of CPU from ``cpu.stat`` text (pure): its ``usage_usec``."""
+    for line in stat.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "usage_usec" and value.strip().isdigit():
+            return int(value) / 1e6
+    return None
 
 
 def sweep() -> list[int]:

@@ -97,6 +97,27 @@ def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: st
     ]
 
 
+def track_tools(tools: set[str], event: dict[str, Any]) -> None:
+    """Keep ``tools`` the ids of the ``tool_use`` blocks of assistant messages not yet
+    answered by a ``tool_result`` of a user message: while a Bash call runs, claude
+    prints nothing until it returns (docs/ARCHITECTURE.md §6)."""
+    kind = event.get("type")
+    if kind == "result":
+        tools.clear()
+        return
+    if kind not in ("assistant", "user"):
+        return
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if kind == "assistant" and block.get("type") == "tool_use":
+            tools.add(str(block.get("id")))
+        elif kind == "user" and block.get("type") == "tool_result":
+            tools.discard(str(block.get("tool_use_id")))
+
+
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
     """Fold one event into ``reading``; True unless it is API retry chatter."""
     session_id = event.get("session_id")
@@ -227,6 +248,9 @@ class Claude(CLIAdapter):
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         return observe(reading, event)
+
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        track_tools(tools, event)
 
     def root_refusal(
         self,

@@ -200,6 +200,29 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     return [*head, *common, "-C", str(req.workspace), "-"]
 
 
+#: Item types that are a tool at work: codex starts them (``item.started``), the tool
+#: runs (a build, a test suite) and they complete (``item.completed``) when it ends.
+TOOL_ITEMS = frozenset({"command_execution"})
+
+
+def track_tools(tools: set[str], event: dict[str, Any]) -> None:
+    """Keep ``tools`` the ids of the command executions begun and not yet completed: while
+    one is in flight, codex prints nothing until the command ends (docs/ARCHITECTURE.md §6)."""
+    kind, item = event.get("type"), event.get("item")
+    if kind in ("turn.completed", "turn.failed"):
+        tools.clear()
+        return
+    if not isinstance(item, dict) or item.get("type") not in TOOL_ITEMS:
+        return
+    item_id = item.get("id")
+    if not isinstance(item_id, str):
+        return
+    if kind == "item.started":
+        tools.add(item_id)
+    elif kind == "item.completed":
+        tools.discard(item_id)
+
+
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
     """Fold one event into ``reading``; True when it is meaningful progress."""
     kind = event.get("type")
@@ -282,6 +305,9 @@ class Codex(CLIAdapter):
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         return observe(reading, event)
+
+    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
+        track_tools(tools, event)
 
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
         return file_result(result_file)

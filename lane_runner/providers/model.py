@@ -48,6 +48,12 @@ class Progress:
     last_heartbeat: float | None
     last_event: float | None
     pid: int | None
+    clock: str = "stall"
+    """The stall clock that runs: ``stall``, or ``tool`` while a tool call is in flight."""
+    stall_limit: float | None = None
+    """That clock's limit in seconds."""
+    last_busy: float | None = None
+    """When the attempt's processes were last found using CPU, if ever."""
 
 
 def _always_alive() -> bool:
@@ -82,6 +88,10 @@ class ProviderRequest:
     on_session: Callable[[str], None] = _ignore_session
     heartbeat_interval: float = 20.0
     stall_timeout: float = 900.0
+    tool_stall_timeout: float = 3600.0
+    """The stall limit while one of the CLI's tool calls is in flight."""
+    busy_cpu: float = 0.0
+    """CPU-seconds per second above which a quiet attempt is working; 0: events only."""
     rotate_bytes: int = 64 * 1024 * 1024
     cancel: threading.Event | None = None
     run_as: str | None = None

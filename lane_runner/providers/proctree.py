@@ -101,6 +101,15 @@ def _read(path: str) -> bytes:
         return file.read()
 
 
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime + cutime + cstime of ``pid`` from ``/proc/<pid>/stat``, in clock ticks."""
+    try:
+        fields = _read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+        return sum(int(field) for field in fields[11:15])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _carries_token(pid: int, token: bytes) -> bool:
     try:
         environ = _read(f"/proc/{pid}/environ")
@@ -201,6 +210,19 @@ class ProcessTree:
             return False
         self._pidfds[pid] = pidfd
         return True
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the attempt has used so far: its cgroup's, which counts every member
+        whatever became of it; else the root's and each living descendant's own and
+        reaped children's (a descendant reaped by this process is missed: the reading
+        only has to grow while the tree works). None when nothing could be read."""
+        if self._group is not None:
+            found = self._group.cpu_seconds()
+            if found is not None:
+                return found
+        ticks = [_cpu_ticks(pid) for pid in [self._root.pid, *self.living()]]
+        known = [tick for tick in ticks if tick is not None]
+        return sum(known) / os.sysconf("SC_CLK_TCK") if known else None
 
     def living(self) -> list[int]:
         exited = _exited(self._pidfds.values())

@@ -26,6 +26,9 @@ class Reading:
     """The CLI gave its final word (claude ``result``; codex ``turn.completed`` or
     ``turn.failed``): each adapter's ``observe`` says which event that is, and the
     supervisor then gives the CLI only ``closing_grace`` to exit."""
+    tools: set[str] = field(default_factory=set)
+    """The ids of the CLI's tool calls that have begun and not yet ended (each adapter's
+    ``track_tools`` keeps them): while any is in flight the stall limit is the tool's."""
     unanswered: str | None = None
     """Set by the adapter when the CLI ended its turn cleanly without an answer: why,
     in words the next attempt is told."""

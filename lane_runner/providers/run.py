@@ -35,6 +35,7 @@ def _run(
 
     def on_event(event: dict[str, Any]) -> bool:
         before = reading.session_id
+        cli.track_tools(reading.tools, event)
         meaningful = cli.observe(reading, event)
         if reading.session_id and reading.session_id != before:
             req.on_session(reading.session_id)
@@ -55,9 +56,13 @@ def _run(
                 stall_timeout=req.stall_timeout,
                 kill_grace=req.kill_grace,
                 closing_grace=req.closing_grace,
+                tool_stall_timeout=req.tool_stall_timeout,
+                busy_cpu=req.busy_cpu,
+                cpu_interval=cpu_interval(req.stall_timeout),
             ),
             on_event=on_event,
             answered=lambda: reading.finished,
+            in_flight=lambda: bool(reading.tools),
             heartbeat=req.heartbeat,
             cancel=req.cancel,
             run_as=req.run_as,
@@ -71,6 +76,12 @@ def _run(
     finally:
         task_log.close()
     return attempt
+
+
+def cpu_interval(stall_timeout: float) -> float:
+    """How often an attempt's CPU time is read: every 30 s, or four times within a shorter
+    ``stall_timeout``, so a busy tree is seen well before the stall clock runs out."""
+    return min(30.0, stall_timeout / 4)
 
 
 def _describe(argv: list[str]) -> str:

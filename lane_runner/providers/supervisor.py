@@ -2,10 +2,19 @@
 
 The supervisor owns the clocks (heartbeat, maximum runtime, stall) and the
 streams; what an event *means* is the adapter's business, handed in as
-``on_event``, and so is whether the CLI has given its final answer (``answered``).
+``on_event``, and so is whether the CLI has given its final answer (``answered``)
+and whether one of its tool calls is in flight (``in_flight``).
 A result is a result: once it has, the attempt is over. The CLI gets
 ``closing_grace`` to exit, then its tree is ended and the answer stands; the stall
 clock and the runtime no longer apply to a CLI that has answered.
+
+Liveness has two clocks (docs/ARCHITECTURE.md §6). The stall clock counts from the
+last meaningful event, or from the last time the attempt's processes were found
+using CPU (``busy_cpu`` CPU-seconds per second over a ``cpu_interval``, read from
+the attempt's cgroup, ``ProcessTree.cpu_seconds``), whichever is later: a build or
+a test suite that prints nothing but works is alive. Its limit is ``stall_timeout``,
+or ``tool_stall_timeout`` while a tool call is in flight. A CLI stuck reconnecting
+(no events, hardly any CPU) is still ended at ``stall_timeout``.
 
 Pipes are read with ``os.read`` on a selector, never ``readline``, so a child that
 prints half a line and hangs cannot block us.
@@ -65,6 +74,12 @@ class Limits:
     """After the CLI exits, how long its leftover descendants may keep our pipes open."""
     closing_grace: float = 5.0
     """After the CLI's final answer, how long it may take to exit before its tree is ended."""
+    tool_stall_timeout: float = 3600.0
+    """The stall limit while one of the CLI's tool calls is in flight."""
+    busy_cpu: float = 0.0
+    """CPU-seconds per second above which a quiet attempt counts as working; 0: off."""
+    cpu_interval: float = 30.0
+    """How often the attempt's CPU time is read."""
 
 
 @dataclass
@@ -74,6 +89,33 @@ class Clocks:
     last_heartbeat: float
     answered: float | None = None
     """When the CLI gave its final answer, once it has."""
+    last_busy: float = 0.0
+    """When the attempt's processes were last found using CPU (``busy_cpu``)."""
+    cpu_seconds: float | None = None
+    """The attempt's CPU time at ``cpu_read_at``."""
+    cpu_read_at: float = 0.0
+
+
+STALL = "stall"
+TOOL = "tool"
+
+
+def stall_clock(limits: Limits, in_flight: bool) -> tuple[str, float]:
+    """Which stall clock runs and its limit: ``tool`` while a tool call is in flight."""
+    return (TOOL, limits.tool_stall_timeout) if in_flight else (STALL, limits.stall_timeout)
+
+
+def quiet_since(clocks: Clocks) -> float:
+    """Since when the attempt has shown no sign of work: no event, no CPU."""
+    return max(clocks.last_event, clocks.last_busy)
+
+
+def busy(before: float | None, after: float | None, elapsed: float, threshold: float) -> bool:
+    """Whether CPU time going from ``before`` to ``after`` in ``elapsed`` seconds is work:
+    more than ``threshold`` CPU-seconds per second (pure; off at 0 or without readings)."""
+    if threshold <= 0 or before is None or after is None or elapsed <= 0:
+        return False
+    return (after - before) / elapsed > threshold
 
 
 @dataclass(frozen=True)
@@ -91,15 +133,22 @@ class Ended:
     supervisor ended it: its answer stands, its exit status is the supervisor's doing."""
 
 
-def overdue(clocks: Clocks, limits: Limits, now: float) -> tuple[Classification, str] | None:
+def overdue(
+    clocks: Clocks, limits: Limits, now: float, in_flight: bool = False
+) -> tuple[Classification, str] | None:
     """Which clock, if any, says the run must be stopped now (none once it has answered)."""
     if clocks.answered is not None:
         return None
     if now >= limits.deadline:
         return Classification.TIMED_OUT, "maximum runtime reached"
-    if now - clocks.last_event >= limits.stall_timeout:
+    clock, limit = stall_clock(limits, in_flight)
+    if now - quiet_since(clocks) >= limit:
         quiet = round(now - clocks.last_event)
-        return Classification.STALLED, f"no meaningful event for {quiet}s"
+        what = "with a tool call in flight" if clock == TOOL else "and no tool call in flight"
+        idle = f" and its processes idle for {round(now - quiet_since(clocks))}s" if (
+            limits.busy_cpu
+        ) else ""
+        return Classification.STALLED, f"no meaningful event for {quiet}s {what}{idle}"
     return None
 
 
@@ -110,11 +159,11 @@ def lingering(clocks: Clocks, limits: Limits, now: float) -> str | None:
     return f"still running {limits.closing_grace:g}s after its final answer"
 
 
-def _next_wake(clocks: Clocks, limits: Limits, now: float) -> float:
+def _next_wake(clocks: Clocks, limits: Limits, now: float, in_flight: bool) -> float:
     if clocks.answered is not None:
         due = clocks.answered + limits.closing_grace
     else:
-        due = min(limits.deadline, clocks.last_event + limits.stall_timeout)
+        due = min(limits.deadline, quiet_since(clocks) + stall_clock(limits, in_flight)[1])
     return max(0.0, min(limits.tick, due - now))
 
 
@@ -235,6 +284,7 @@ class Supervisor:
         on_progress: Callable[[Progress], None] | None = None,
         answered: Callable[[], bool] | None = None,
         gave_up: Callable[[], tuple[Classification, str] | None] | None = None,
+        in_flight: Callable[[], bool] | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -249,6 +299,7 @@ class Supervisor:
         self._on_progress = on_progress
         self._answered = answered
         self._gave_up = gave_up  # the CLI said the attempt is over, though it runs on
+        self._in_flight = in_flight  # one of the CLI's tool calls has begun and not ended
         self._tail = Tail()
         self._stderr = Tail(limit=16 * 1024)
 
@@ -300,7 +351,8 @@ class Supervisor:
         after its final answer."""
         assert process.stdout and process.stderr
         now = time.monotonic()
-        clocks = Clocks(started=now, last_event=now, last_heartbeat=now)
+        clocks = Clocks(started=now, last_event=now, last_heartbeat=now, cpu_read_at=now)
+        clocks.cpu_seconds = tree.cpu_seconds() if self._limits.busy_cpu else None
         self._report(clocks, process.pid)
         stdout_fd, stderr_fd = process.stdout.fileno(), process.stderr.fileno()
         splitters = {stdout_fd: LineSplitter(), stderr_fd: LineSplitter()}
@@ -333,7 +385,7 @@ class Supervisor:
                 if exited_at is None and process.poll() is not None:
                     exited_at = now
                 if stopped is None and not closed and exited_at is None:
-                    stopped, closed = self._check_all(clocks, now, heartbeat.lost)
+                    stopped, closed = self._check_all(clocks, now, heartbeat.lost, tree)
                 if give_up_at is None and (
                     stopped
                     or closed
@@ -342,7 +394,11 @@ class Supervisor:
                     tree.kill(self._limits.kill_grace)
                     give_up_at = time.monotonic() + self._limits.linger
                 running = stopped is None and not closed and exited_at is None
-                wait = _next_wake(clocks, self._limits, now) if running else self._limits.tick
+                wait = (
+                    _next_wake(clocks, self._limits, now, self._tool_in_flight())
+                    if running
+                    else self._limits.tick
+                )
                 for key, _ in selector.select(wait):
                     fd = int(key.fd)
                     if fd == prompt.fd:
@@ -365,11 +421,15 @@ class Supervisor:
                     tree.refresh()
                     refreshed = now
             if stopped is None and not closed and exited_at is None:
-                stopped, closed = self._await_exit(process, clocks, heartbeat.lost)
+                stopped, closed = self._await_exit(process, clocks, heartbeat.lost, tree)
         return stopped, closed
 
     def _await_exit(
-        self, process: subprocess.Popen[bytes], clocks: Clocks, lease_lost: threading.Event
+        self,
+        process: subprocess.Popen[bytes],
+        clocks: Clocks,
+        lease_lost: threading.Event,
+        tree: ProcessTree,
     ) -> tuple[tuple[Classification, str] | None, bool]:
         """Both pipes reached end-of-output but the CLI has not exited: wait for it.
 
@@ -379,7 +439,7 @@ class Supervisor:
         a tick.
         """
         while process.poll() is None:
-            stopped, closed = self._check_all(clocks, time.monotonic(), lease_lost)
+            stopped, closed = self._check_all(clocks, time.monotonic(), lease_lost, tree)
             if stopped or closed:
                 return stopped, closed
             try:
@@ -389,10 +449,11 @@ class Supervisor:
         return None, False
 
     def _check_all(
-        self, clocks: Clocks, now: float, lease_lost: threading.Event
+        self, clocks: Clocks, now: float, lease_lost: threading.Event, tree: ProcessTree
     ) -> tuple[tuple[Classification, str] | None, bool]:
         """Whether the CLI must be ended now: stopped (a limit, the lease, a cancel), or
         closed after its final answer (the answer stands). Says why in the task log."""
+        self._sample_cpu(clocks, now, tree)
         stopped = self._check(clocks, now, lease_lost)
         if stopped:
             self._log.note(f"stopping: {stopped[1]}")
@@ -412,7 +473,23 @@ class Supervisor:
             return Classification.LEASE_LOST, "lease lost (heartbeat refused)"
         if self._gave_up is not None and (said := self._gave_up()) is not None:
             return said
-        return overdue(clocks, self._limits, now)
+        return overdue(clocks, self._limits, now, self._tool_in_flight())
+
+    def _tool_in_flight(self) -> bool:
+        return self._in_flight is not None and self._in_flight()
+
+    def _sample_cpu(self, clocks: Clocks, now: float, tree: ProcessTree) -> None:
+        """Every ``cpu_interval``, read the attempt's CPU time: more than ``busy_cpu`` per
+        second since the last reading counts as a sign of work (``last_busy``)."""
+        limits = self._limits
+        if not limits.busy_cpu or now - clocks.cpu_read_at < limits.cpu_interval:
+            return
+        reading = tree.cpu_seconds()
+        if busy(clocks.cpu_seconds, reading, now - clocks.cpu_read_at, limits.busy_cpu):
+            if clocks.last_busy <= clocks.last_event:
+                self._log.note("quiet, but its processes are using CPU: still working")
+            clocks.last_busy = now
+        clocks.cpu_seconds, clocks.cpu_read_at = reading, now
 
     def _closing(self, clocks: Clocks, now: float) -> str | None:
         """After the final answer a cancel needs no grace: the answer is all there is."""
@@ -425,8 +502,17 @@ class Supervisor:
 
     def _report(self, clocks: Clocks, pid: int | None) -> None:
         if self._on_progress is not None:
+            clock, limit = stall_clock(self._limits, self._tool_in_flight())
             self._on_progress(
-                Progress(clocks.started, clocks.last_heartbeat, clocks.last_event, pid)
+                Progress(
+                    clocks.started,
+                    clocks.last_heartbeat,
+                    clocks.last_event,
+                    pid,
+                    clock=clock,
+                    stall_limit=limit,
+                    last_busy=clocks.last_busy or None,
+                )
             )
 
     def _lines(self, lines: list[bytes], from_stdout: bool, clocks: Clocks) -> None:

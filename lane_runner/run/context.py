@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lane_runner import display, redact
 from lane_runner.board.model import Comment, Task
 
 RECENT_COMMENTS = 10
@@ -54,13 +55,24 @@ def worker_prompt(context: str, handoff: str = "", continuation: str = "") -> st
     return "\n\n".join(parts)
 
 
+#: How much of the previous failure's words the next attempt is told.
+MAX_LESSON_CHARS = 1000
+
+
 def after_failure(reason: str | None) -> str:
-    """What the first attempt of a run is told when the previous run ended in a counted
-    failure: why, so it does not repeat it (an answer not given through the schema, an
-    invalid result, a timeout); nothing after any other ending."""
+    """What the next attempt is told when the previous one failed in a way the worker can
+    act on (an answer not given through the schema, an invalid result, a timeout, a
+    stall, a failing hook): why, so it does not repeat it; nothing after any other ending.
+
+    The reason quotes a CLI, a hook or a model: it is cut to ``MAX_LESSON_CHARS``, its
+    credentials hidden, and given on one line in quotes with control characters, quotes
+    and newlines escaped, so it reads as a quotation, never as instructions of ours or a
+    terminal's escape sequence.
+    """
     if reason is None:
         return ""
+    quoted = display.escaped(redact.shown(reason, MAX_LESSON_CHARS)).replace('"', '\\"')
     return (
-        f"The previous attempt at this task was not accepted: {reason}\n"
+        f'The previous attempt at this task was not accepted: "{quoted}"\n'
         "Reinspect the workspace, finish the work and answer as the instructions below say."
     )

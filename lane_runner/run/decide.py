@@ -94,6 +94,17 @@ def after_attempt(
             assert_never(unreachable)
 
 
+def after_broken(reason: str, *, fell_back: bool) -> Decision:
+    """The route's provider is marked broken by the storm breaker (``service/breaker.py``):
+    the other provider, once; then a wait, uncounted. The task did nothing wrong, and
+    spending its failure budget on a provider known to fail is what the breaker prevents."""
+    if not fell_back:
+        return Decision(Step.FALLBACK, reason)
+    return Decision(
+        Step.COOLDOWN, f"every provider is unavailable: {reason}", outcome=Outcome.RECLAIMED
+    )
+
+
 def after_routing_error(error: RoutingError) -> Decision:
     """No route: wait for a router that may come back, or block with the router's words.
 

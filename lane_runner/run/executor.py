@@ -24,7 +24,7 @@ from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
 from lane_runner.errors import NotFound
-from lane_runner.names import AUTO_ASSIGNEE
+from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.providers import (
     Attempt,
     Classification,
@@ -48,7 +48,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import leftovers, metrics
+from lane_runner.service import breaker, leftovers, metrics
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -177,6 +177,7 @@ class RunExecutor:
         unfit = self._before_work(prepared)
         if unfit is not None:
             return self._hook_failed(unfit, prepared)
+        self.s.breaker.succeeded(breaker.scope(breaker.BOARD, self.task.board))
         task_context = self._context()
         try:
             route = self._admit(task_context, self._route(task_context))
@@ -205,22 +206,30 @@ class RunExecutor:
         while True:
             self.state.goal_turn = turn
             self.turn_begun = True
-            prompt = contexts.worker_prompt(task_context, handoff, continuation)
-            attempt = self._attempt(route, prompt, prepared.cwd, turn)
-            if self.stop is not None:
-                return self._stopped(self.stop)
-            accepted, verdict = self._judge(task_context, attempt, turn)
-            decision = decide.after_attempt(
-                attempt.classification,
-                attempt.reason,
-                attempt.structured,
-                accepted=accepted,
-                verdict_reason=verdict,
-                turn=turn,
-                goal_turns=self.task.goal_turns,
-                time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
-                fell_back=self.fell_back,
-            )
+            broken = self._broken(route.provider)
+            if broken is not None:
+                self._release()
+                decision = decide.after_broken(broken, fell_back=self.fell_back)
+                if decision.step is decide.Step.COOLDOWN:
+                    return self._cooldown(decision.reason, "breaker")
+                attempt = Attempt(Classification.UNUSABLE, broken, None, None, None, None, "")
+            else:
+                prompt = contexts.worker_prompt(task_context, handoff, continuation)
+                attempt = self._attempt(route, prompt, prepared.cwd, turn)
+                if self.stop is not None:
+                    return self._stopped(self.stop)
+                accepted, verdict = self._judge(task_context, attempt, turn)
+                decision = decide.after_attempt(
+                    attempt.classification,
+                    attempt.reason,
+                    attempt.structured,
+                    accepted=accepted,
+                    verdict_reason=verdict,
+                    turn=turn,
+                    goal_turns=self.task.goal_turns,
+                    time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
+                    fell_back=self.fell_back,
+                )
             log.info(
                 "%s/%s run %s turn %s: %s -> %s (%s)",
                 self.task.board,
@@ -258,7 +267,10 @@ class RunExecutor:
                     return self._abandon_wait()
                 route = admitted
                 handoff = self._handoff_for(route.provider, worktree, attempt.tail)
-                continuation = ""
+                # A stall is worth knowing for the next provider (a command that hung); a
+                # lost login or an exhausted account is not the task's business.
+                stalled = attempt.classification is Classification.STALLED
+                continuation = contexts.after_failure(attempt.reason if stalled else None)
                 continue
             if decision.step is not decide.Step.ABANDON:
                 self._hook("after_run", summary=(attempt.structured or {}).get("summary", ""))
@@ -304,16 +316,61 @@ class RunExecutor:
         self.state.progressed()
         self.state.failed(decision.reason)
         self._save_state_if_possible()
-        reason = redact.shown(decision.reason)
+        wait = self._backoff() if decision.count_failure else None
+        reason = redact.shown(self._waiting(decision.reason, wait))
+        if decision.count_failure:
+            self._file_failure(breaker.scope(breaker.PROVIDER, route.provider), classification,
+                               decision.reason)
         return self._end(
             RunEnd.RETRY,
-            decision.reason,
+            reason,
             "reclaim",
             lambda: self.board.reclaim(
-                self.run.id, reason, outcome, count_failure=decision.count_failure
+                self.run.id, reason, outcome, count_failure=decision.count_failure, cooldown=wait
             ),
             route.provider,
         )
+
+    def _backoff(self) -> float | None:
+        """Seconds before the task may be claimed again after this counted failure: doubling
+        with its failures, capped (``failure_backoff_base``, ``failure_backoff_max``). A task
+        that fails at once must not spend its whole budget in seconds, before anything
+        that broke around it (a tool, a credential, a network) could come back."""
+        cfg = self.s.cfg
+        if not cfg.failure_backoff_base:
+            return None
+        failures = self.task.failure_count + 1
+        return rules.cooldown(failures, cfg.failure_backoff_base, cfg.failure_backoff_max)
+
+    @staticmethod
+    def _waiting(reason: str, wait: float | None) -> str:
+        return reason if not wait else f"{reason} (next attempt in {wait:.0f} s)"
+
+    def _file_failure(self, where: str, classification: str, reason: str) -> None:
+        """File a counted failure with the storm breaker; a trip is logged, commented and
+        counted, and claims stop for what it marks broken (``service/breaker.py``)."""
+        failure = breaker.Failure(
+            where,
+            breaker.fingerprint(classification, reason),
+            f"{self.task.board}/{self.task.id}",
+            redact.shown(reason, 500),
+            time.time(),
+        )
+        trip = self.s.breaker.failed(failure)
+        if trip is None:
+            return
+        log.error("storm breaker tripped: %s", trip.describe())
+        metrics.BREAKER_TRIPS.labels(trip.scope).inc()
+        self._note(f"storm breaker: {trip.describe()}")
+
+    def _broken(self, provider: str) -> str | None:
+        """Why ``provider`` may not be used now (the storm breaker marks it broken and no
+        probe is due), or None; a due probe is started here."""
+        where = breaker.scope(breaker.PROVIDER, provider)
+        if self.s.breaker.admits(where, time.time()):
+            return None
+        trip = self.s.breaker.trips().get(where)
+        return trip.describe() if trip is not None else None
 
     def _routing_failed(self, error: RoutingError) -> RunReport:
         """Carry out ``decide.after_routing_error``: cool down, block, or leave the run."""
@@ -373,9 +430,23 @@ class RunExecutor:
 
     def _route(self, task_context: str) -> Route:
         lane = self.task.assignee or AUTO_ASSIGNEE
-        route = plan.ask_route(self.s.router, task_context, lane, plan.exclusion(self.s.home, lane))
+        avoid = plan.exclusion(self.s.home, lane) or self._broken_exclusion(lane)
+        route = plan.ask_route(self.s.router, task_context, lane, avoid)
         self._record_route(route)
         return route
+
+    def _broken_exclusion(self, assignee: str) -> tuple[str, str] | None:
+        """For ``cli-auto``: the one provider the storm breaker marks broken, to route
+        around (with both broken the daemon claims nothing)."""
+        if assignee != AUTO_ASSIGNEE:
+            return None
+        now = time.time()
+        broken = [
+            (provider, trip.describe())
+            for provider in PROVIDERS
+            if (trip := self.s.breaker.blocked(breaker.scope(breaker.PROVIDER, provider), now))
+        ]
+        return broken[0] if len(broken) == 1 else None
 
     def _fallback(self, task_context: str, failed: Route, reason: str) -> Route:
         self.fell_back = True
@@ -690,6 +761,7 @@ class RunExecutor:
             health.record_failure(directory, provider, "misconfigured", attempt.reason)
         elif attempt.classification is Classification.OK:
             health.record_success(directory, provider)
+            self.s.breaker.succeeded(breaker.scope(breaker.PROVIDER, provider))
 
     def _accept(self, result: dict[str, Any], route: Route) -> RunReport:
         """The accepted result is kept in the lane state before its commit is made, so a run
@@ -787,14 +859,20 @@ class RunExecutor:
             left = workspace.remove(self.worktree, self.s.cfg.worker_user, force=True)
             if left is not None:
                 log.warning("worktree %s not removed after %s: %s", self.worktree, ran.hook, left)
-        reason = redact.text(ran.describe())
+        told = redact.text(ran.describe())
         self.state.progressed()
+        self.state.failed(told)
         self._save_state_if_possible()
+        wait = self._backoff()
+        self._file_failure(breaker.scope(breaker.BOARD, self.task.board), f"hook {ran.hook}", told)
+        reason = self._waiting(told, wait)
         return self._end(
             RunEnd.RETRY,
             reason,
             "reclaim",
-            lambda: self.board.reclaim(self.run.id, reason, Outcome.FAILED, count_failure=True),
+            lambda: self.board.reclaim(
+                self.run.id, reason, Outcome.FAILED, count_failure=True, cooldown=wait
+            ),
         )
 
     def _facts(self, accepted: dict[str, Any]) -> delivery.Facts:
@@ -904,6 +982,8 @@ class RunExecutor:
         row (``cycling``). A goal turn that could not run is not spent."""
         reason = redact.shown(reason)  # a routing error may quote the router's URL
         self.state.cooled_down(cause, reason, time.time())
+        if cause == Classification.STALLED.value:
+            self.state.failed(reason)  # the next run is told: a command it ran may hang
         verdict = cycling.after_cooldown(
             self.state.cooldowns, self.state.cycles, self.s.cfg.cooldown_limit
         )

@@ -154,6 +154,8 @@ def request(
         config_overrides=dict(plan.overrides),
         heartbeat_interval=cfg.heartbeat_interval,
         stall_timeout=cfg.stall_timeout,
+        tool_stall_timeout=cfg.tool_stall_timeout,
+        busy_cpu=cfg.busy_cpu_percent / 100,
         closing_grace=cfg.closing_grace,
         deadline=deadline,
         rotate_bytes=cfg.log_rotate_bytes,

@@ -34,6 +34,12 @@ class ActiveRun:
     """The run's ending (its result, block or reclaim) waiting for an unavailable board."""
     warnings: list[dict[str, str]] = field(default_factory=list)
     """Stuck-run warnings in force (``service/stuck.py``)."""
+    clock: str | None = None
+    """The stall clock that runs (``stall``, or ``tool`` while a tool call is in flight)."""
+    stall_limit: float | None = None
+    """Its limit, in seconds."""
+    busy_at: float | None = None
+    """When the attempt's processes were last found using CPU (quiet but working)."""
 
 
 class Activity:
@@ -73,10 +79,16 @@ class Activity:
         """Record the supervisor's liveness readings (monotonic) as wall-clock times."""
         offset = time.time() - time.monotonic()
         event = None if progress.last_event is None else progress.last_event + offset
-        if progress.pid is None:  # later readings leave the pid the first one gave
-            self.update(run_id, last_event_at=event)
-        else:
-            self.update(run_id, last_event_at=event, pid=progress.pid)
+        busy = None if progress.last_busy is None else progress.last_busy + offset
+        fields: dict[str, Any] = {
+            "last_event_at": event,
+            "clock": progress.clock,
+            "stall_limit": progress.stall_limit,
+            "busy_at": busy,
+        }
+        if progress.pid is not None:  # later readings leave the pid the first one gave
+            fields["pid"] = progress.pid
+        self.update(run_id, **fields)
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:

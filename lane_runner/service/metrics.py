@@ -111,7 +111,25 @@ STUCK_WARNINGS = Counter(
 STOPS = Counter(
     "lane_runner_stops", "Runs ended by an operator's task stop", ["board"], registry=REGISTRY
 )
-HOLD_REASONS = ("paused", "board_paused", "memory", "caps")
+BREAKER_TRIPS = Counter(
+    "lane_runner_breaker_trips",
+    "Times the storm breaker marked a provider or board broken, by scope",
+    ["scope"],
+    registry=REGISTRY,
+)
+BROKEN = Gauge(
+    "lane_runner_broken",
+    "1 while the storm breaker marks a scope (provider:<name>, board:<slug>) broken",
+    ["scope"],
+    registry=REGISTRY,
+)
+DISK_FREE = Gauge(
+    "lane_runner_disk_free_bytes",
+    "Free space of the home's and each known workspace's filesystem, at the last claim turn",
+    ["path"],
+    registry=REGISTRY,
+)
+HOLD_REASONS = ("paused", "board_paused", "memory", "caps", "breaker", "disk")
 
 
 def run_ended(board: str, step: str, seconds: float) -> None:
@@ -143,6 +161,13 @@ def memory_available(available: int | None) -> None:
     """The memory a new run could use, as the claim guard just read it (unreadable: NaN,
     so a dashboard shows a gap rather than a 0 that reads as pressure)."""
     MEMORY_AVAILABLE.set(float("nan") if available is None else available)
+
+
+def broken(scopes: set[str], known: set[str]) -> None:
+    """1 for each scope the breaker marks broken, 0 for each it marked before (so a
+    cleared scope reads 0, not a stale 1)."""
+    for scope in known | scopes:
+        BROKEN.labels(scope).set(1 if scope in scopes else 0)
 
 
 def controls(

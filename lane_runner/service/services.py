@@ -24,6 +24,7 @@ from lane_runner.providers import ADAPTERS, adapter, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service import identity
 from lane_runner.service.activity import Activity
+from lane_runner.service.breaker import Breaker
 from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
 
@@ -45,11 +46,20 @@ class Services:
     activity: Activity = field(default_factory=Activity)
     resting: Resting = field(default_factory=Resting)
     slots: ProviderSlots = field(init=False)
+    breaker: Breaker = field(init=False)
     run_cancels: dict[int, threading.Event] = field(default_factory=dict)
     """One event per running run: set by ``task stop`` for that run, by shutdown for all."""
 
     def __post_init__(self) -> None:
         self.slots = ProviderSlots(self._caps)
+        self.breaker = Breaker(self.home.breaker_file)
+        self._configure_breaker()
+
+    def _configure_breaker(self) -> None:
+        cfg = self.cfg
+        self.breaker.configure(
+            cfg.breaker_threshold, cfg.breaker_window, cfg.breaker_probe_interval
+        )
 
     def run_cancel(self, run_id: int) -> threading.Event:
         """The event that ends ``run_id``'s provider process; already set when shutting down."""
@@ -133,6 +143,7 @@ class Services:
             raise
         previous, self.router = self.router, router
         self.cfg, self.judge, self.binaries = cfg, judge, binaries
+        self._configure_breaker()
         previous.close()
 
     def close(self) -> None:

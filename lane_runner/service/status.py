@@ -87,10 +87,12 @@ def document(
     hold: dict[str, str] | None,
     providers: dict[str, Any],
     memory: dict[str, Any] | None,
+    disk: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``paused``: this runner's pause; ``hold``: why the last claim turn claimed nothing
     although slots were free (kind and message); ``providers``: per-provider slots;
-    ``memory``: the last memory reading."""
+    ``memory``: the last memory reading and its pressure; ``disk``: the free space of the
+    home's and the known workspaces' filesystems."""
     return {
         "format": FORMAT,
         "pid": os.getpid(),
@@ -106,6 +108,7 @@ def document(
         "hold": hold,
         "providers": providers,
         "memory": memory,
+        "disk": disk or [],
     }
 
 

@@ -29,14 +29,17 @@ def assess(
     if fraction <= 0:
         return []
     found = []
-    last_event: float | None = run.get("last_event_at")
-    quiet = not run.get("waiting_for")
-    if quiet and last_event is not None and now - last_event >= fraction * stall_timeout:
+    signs: list[float] = [at for at in (run.get("last_event_at"), run.get("busy_at")) if at]
+    limit: float = run.get("stall_limit") or stall_timeout
+    clock = "tool_stall_timeout" if run.get("clock") == "tool" else "stall_timeout"
+    if signs and not run.get("waiting_for") and now - max(signs) >= fraction * limit:
+        last_event: float | None = run.get("last_event_at")
+        quiet = f"{now - last_event:.0f} s" if last_event is not None else "a while"
         found.append(
             Warning(
                 QUIET,
-                f"no meaningful event for {now - last_event:.0f} s "
-                f"(stall_timeout {stall_timeout:.0f} s ends the attempt)",
+                f"no meaningful event for {quiet} "
+                f"({clock} {limit:.0f} s ends the attempt)",
             )
         )
     runtime = now - run["started_at"]

@@ -30,7 +30,7 @@ def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> Non
     [
         ("colour = 1\n", {}, "unknown key 'colour'"),
         ("", {"LANE_RUNNER_COLOUR": "1"}, "unknown setting LANE_RUNNER_COLOUR"),
-        ("concurrency = 0\n", {}, "bad value for concurrency"),
+        ("concurrency = -1\n", {}, "bad value for concurrency"),
         ("", {"LANE_RUNNER_SIMULATE": "perhaps"}, "bad value for simulate"),
         ("", {"LANE_RUNNER_DEFAULT_ASSIGNEE": "bob"}, "bad value for default_assignee"),
         ("", {"LANE_RUNNER_CODEX_MODELS": "huge=gpt-x"}, "bad value for codex_models"),

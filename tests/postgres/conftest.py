@@ -48,6 +48,8 @@ POD_CONFIG: dict[str, object] = {
     "shutdown_grace": 1.0,
     "cooldown_base": 0.3,
     "cooldown_max": 1.0,
+    "failure_backoff_base": 0.0,
+    "breaker_threshold": 0,
 }
 
 

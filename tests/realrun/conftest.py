@@ -53,6 +53,8 @@ REAL_CONFIG: dict[str, object] = {
     "shutdown_grace": 2.0,
     "cooldown_base": 0.3,
     "cooldown_max": 1.0,
+    "failure_backoff_base": 0.0,
+    "breaker_threshold": 0,
     "progress_note_interval": 0,
     "worker_env": [MARK_VARIABLE],
 }

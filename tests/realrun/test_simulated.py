@@ -55,6 +55,7 @@ SHOWN_BY: dict[str, str] = {
     "long-answer": SIMULATOR_ONLY + "the runner fits an answer of megabytes to its journal "
     "the same whichever CLI carried it; a simulator hands one over in milliseconds "
     "(tests/daemon/test_long_texts.py)",
+    "silent-tool": WORK + "test_a_real_cli_running_a_silent_tool_past_the_stall_timeout_survives",
     "escapes": SIMULATOR_ONLY + "the text log and journal show escape a summary's control "
     "characters, the same whichever CLI carried it (tests/operator/test_terminal_escapes.py)",
 }

@@ -221,3 +221,48 @@ def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
     delivered = completions(real_lane, first.id)[0]["metadata"]["delivery"]  # type: ignore[index]
     assert delivered["commit"] is None and delivered["commits"] == [own]  # type: ignore[index]
     assert branch_commits(real_lane, second.id) == []
+
+
+#: A build that prints nothing: one CPU busy for nine seconds (under codex's 10 s yield).
+SILENT_BUILD = (
+    'python3 -c "import time; end = time.monotonic() + 9; '
+    '[0 for _ in iter(lambda: time.monotonic() < end, False)]"'
+)
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_a_real_cli_running_a_silent_tool_past_the_stall_timeout_survives(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    """The real CLI prints nothing while its tool works for three stall timeouts; the tool
+    clock is held to the stall limit, so only the CPU the attempt's cgroup uses keeps the
+    attempt alive (issue 32)."""
+    real_lane.write_config(stall_timeout=3.0, tool_stall_timeout=3.0, busy_cpu_percent=10.0)
+    name = marker(f"silent-{provider}")
+    steps = [{"shell": SILENT_BUILD}, {"answer": answer("built quietly")}]
+    model_server.script(name, **{provider: steps})
+    task = real_lane.add(name, assignee=f"cli-{provider}-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    done = real_lane.board.get_task(task.id)
+    assert done.status is Status.DONE, real_lane.task_log(task.id)[-3000:]
+    attempts = real_lane.lane_state(task.id)["attempts"]
+    assert [(a["provider"], a["classification"]) for a in attempts] == [(provider, "ok")]
+    assert "its processes are using CPU: still working" in real_lane.task_log(task.id)
+
+
+@pytest.mark.parametrize("provider", ["codex", "claude"])
+def test_a_real_cli_waiting_on_a_tool_runs_on_the_tool_clock(
+    real_lane: RealLane, model_server: ModelServer, provider: str
+) -> None:
+    """A tool that waits without CPU (a download, a lock) for twice the stall timeout: the
+    real CLI's tool call is in flight (codex's command_execution item started, claude's
+    tool_use unanswered), so ``tool_stall_timeout`` applies; the CPU clock is off."""
+    real_lane.write_config(stall_timeout=4.0, tool_stall_timeout=3600.0, busy_cpu_percent=0.0)
+    name = marker(f"waiting-{provider}")
+    model_server.script(name, **{provider: [{"shell": "sleep 9"}, {"answer": answer("waited")}]})
+    task = real_lane.add(name, assignee=f"cli-{provider}-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    done = real_lane.board.get_task(task.id)
+    assert done.status is Status.DONE, real_lane.task_log(task.id)[-3000:]
+    attempts = real_lane.lane_state(task.id)["attempts"]
+    assert [(a["provider"], a["classification"]) for a in attempts] == [(provider, "ok")]

@@ -21,16 +21,25 @@ import orjson
 from journal import Journal
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
+from lane_runner.board.model import Status, Task
 from lane_runner.cli import inspection
 from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.commands.task_cmd import backoff_of
 from lane_runner.cli.main import add_json_flag, load_config
-from lane_runner.cli.output import duration, ensure_reader, print_json, print_table, timestamp
+from lane_runner.cli.output import (
+    duration,
+    ensure_reader,
+    print_json,
+    print_table,
+    printable,
+    timestamp,
+)
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import health
 from lane_runner.run import lanestate
-from lane_runner.service import lock, pause, status
+from lane_runner.service import breaker, lock, pause, status
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +57,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=show_status)
 
 
-def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
+def _board_counts(cfg: Config, now: float) -> dict[str, dict[str, Any]]:
     counts: dict[str, dict[str, Any]] = {}
     with closing(open_store(cfg)) as store:
         for slug in store.board_slugs():
@@ -60,11 +69,36 @@ def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
                     "paused": None if paused is None else {
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
+                    "backing_off": _backing_off(board.list_tasks(Status.READY), now),
                     "error": None,
                 }
             except BoardError as error:
-                counts[slug] = {"counts": {}, "paused": None, "error": str(error)}
+                counts[slug] = {
+                    "counts": {}, "paused": None, "backing_off": [], "error": str(error)
+                }
     return counts
+
+
+def _backing_off(ready: list[Task], now: float) -> list[dict[str, Any]]:
+    """Ready tasks waiting out a backoff after counted failures (``failure_backoff_base``)."""
+    return [
+        {"task_id": task.id, "failures": task.failure_count, **backoff}
+        for task in ready
+        if task.failure_count and (backoff := backoff_of(task, now)) is not None
+    ]
+
+
+def _breaker(home: Home) -> list[dict[str, Any]]:
+    """What the storm breaker marks broken (``service/breaker.py``), with why."""
+    return [
+        {
+            **trip.to_dict(),
+            "tripped_at": timestamp(trip.tripped_at),
+            "probe_at": timestamp(trip.probe_at),
+            "why": trip.describe(),
+        }
+        for trip in breaker.read(home.breaker_file).values()
+    ]
 
 
 def _pending(home: Home, unsafe: list[str]) -> list[dict[str, Any]]:
@@ -126,12 +160,14 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "hold": published.get("hold"),
             "slots": published.get("providers"),
             "memory": published.get("memory"),
+            "disk": published.get("disk"),
         },
         "active": active,
         "providers": [
             {**asdict(h), "fresh": h.fresh(now)} for h in health.read_all(home.provider_health)
         ],
-        "boards": _board_counts(cfg),
+        "boards": _board_counts(cfg, now),
+        "breaker": _breaker(home),
         "pending_finalizations": _pending(home, unsafe),
         "cycling": _cycling(home),
         "cooldown_limit": cfg.cooldown_limit,
@@ -193,9 +229,29 @@ def _warning(run: dict[str, Any]) -> str | None:
     return "; ".join(texts) or None
 
 
+def _clock(run: dict[str, Any], now: float) -> str | None:
+    """Which stall clock runs and its limit (``tool`` while a tool call is in flight), and
+    whether the run counts as working by its CPU use although it is quiet."""
+    if not run.get("clock"):
+        return None
+    shown = str(run["clock"])
+    if run.get("stall_limit"):
+        shown += f" {duration(run['stall_limit'])}"
+    busy, event = run.get("busy_at"), run.get("last_event_at")
+    if busy is not None and (event is None or busy > event):
+        shown += f", CPU busy {_ago(now, busy)}"
+    return shown
+
+
 def _print_controls(daemon: dict[str, Any]) -> None:
     if daemon["hold"]:
         print(f"not claiming: {daemon['hold']['reason']}")
+    memory = daemon.get("memory") or {}
+    pressure = memory.get("pressure")
+    if pressure not in (None, "ok"):
+        limit = "; one new run per pass" if pressure == "elevated" else ""
+        print(f"memory pressure {pressure}: {memory['available'] >> 20} MiB available "
+              f"({memory['source']}){limit}")
     slots = daemon["slots"] or {}
     capped = [
         f"{name} {slot['running']}/{slot['cap']}"
@@ -236,6 +292,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                 "runtime",
                 "heartbeat",
                 "last event",
+                "clock",
                 "warning",
                 "log",
             ),
@@ -250,6 +307,7 @@ def _print(document: dict[str, Any], now: float) -> None:
                     duration(run["runtime_seconds"]),
                     _ago(now, run["last_heartbeat_at"]),
                     _ago(now, run["last_event_at"]),
+                    _clock(run, now),
                     _warning(run),
                     run["log_path"],
                 )
@@ -292,6 +350,17 @@ def _print(document: dict[str, Any], now: float) -> None:
         )
     else:
         print("boards: none")
+    for trip in document["breaker"]:
+        print(f"\nbroken: {printable(trip['why'])} (since {trip['tripped_at']}, "
+              f"next probe {trip['probe_at']}; tasks: {', '.join(trip['tasks'])})")
+    backing = [(slug, b) for slug, board in boards.items() for b in board["backing_off"]]
+    if backing:
+        print(f"\n{len(backing)} task(s) backing off after counted failures:")
+        print_table(
+            ("board", "task", "failures", "claimable in", "at"),
+            [(slug, b["task_id"], b["failures"], duration(b["seconds_left"]), b["until"])
+             for slug, b in backing],
+        )
     pending = document["pending_finalizations"]
     print()
     if pending:

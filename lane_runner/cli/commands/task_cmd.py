@@ -211,12 +211,36 @@ def show_task(args: argparse.Namespace) -> int:
                 "events": [event_document(event) for event in events],
                 "comments": [comment_document(comment) for comment in comments],
                 "delivery": delivery_of(events),
+                "backoff": backoff_of(task, time.time()),
             }
         )
         return 0
     _print_task(task, runs, events, comments)
+    _print_backoff(backoff_of(task, time.time()))
     _print_delivery(delivery_of(events))
     return 0
+
+
+def backoff_of(task: Task, now: float) -> dict[str, Any] | None:
+    """A ready task that may not be claimed yet: until when, and after how many counted
+    failures (0: a cooldown, a wait for capacity or a router). None when it is claimable."""
+    until = task.next_attempt_at
+    if task.status is not Status.READY or until is None or until <= now:
+        return None
+    return {
+        "until": timestamp(until),
+        "seconds_left": round(until - now, 1),
+        "failures": task.failure_count,
+    }
+
+
+def _print_backoff(backoff: dict[str, Any] | None) -> None:
+    if backoff is None:
+        return
+    failures = backoff["failures"]
+    why = f"after {failures} counted failure(s)" if failures else "cooling down"
+    print(f"\nbacking off ({why}): claimable again in {backoff['seconds_left']:.0f} s, "
+          f"at {backoff['until']}")
 
 
 def delivery_of(events: list[Event]) -> dict[str, Any] | None:

@@ -178,6 +178,14 @@ class Run:
         if name == "crash":
             play.fail("TypeError: Cannot read properties of undefined (reading 'content')\n"
                       "    at simulated (file:///cli.js:1:1)")
+        if name == "silent-tool":
+            tool_id = f"toolu_{uuid.uuid4().hex[:12]}"
+            self.event("assistant", session_id, message={
+                "role": "assistant", "model": self.model, "content": [
+                    {"type": "tool_use", "id": tool_id, "name": "Bash",
+                     "input": {"command": "make test"}}]}, parent_tool_use_id=None)
+            play.silent_tool(self.scenario)
+            self.tool_result(session_id, "ok", tool_id)
         if name == "grandchildren":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             pids = play.spawn_stubborn_descendants()
@@ -189,10 +197,11 @@ class Run:
         self.result(session_id, is_error=False, text=json.dumps(structured),
                     structured=structured)
 
-    def tool_result(self, session_id: str, content: str) -> None:
+    def tool_result(self, session_id: str, content: str, tool_id: str | None = None) -> None:
+        tool_id = tool_id or f"toolu_{uuid.uuid4().hex[:12]}"
         self.event("user", session_id, message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{uuid.uuid4().hex[:12]}",
-             "content": content}]}, parent_tool_use_id=None)
+            {"type": "tool_result", "tool_use_id": tool_id, "content": content}]},
+            parent_tool_use_id=None)
 
     def work(self, session_id: str) -> None:
         name = self.scenario.name

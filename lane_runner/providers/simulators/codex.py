@@ -138,6 +138,14 @@ class Run:
         if name == "crash":
             play.fail("thread 'main' panicked at core/src/codex.rs:412:9:\n"
                       "simulated crash\nnote: run with `RUST_BACKTRACE=1`", 101)
+        if name == "silent-tool":
+            self.items += 1
+            tool = _item("command_execution", self.items, command="make test",
+                         aggregated_output="", exit_code=None, status="in_progress")
+            play.emit({"type": "item.started", "item": tool})
+            play.silent_tool(self.scenario)
+            play.emit({"type": "item.completed",
+                       "item": {**tool, "status": "completed", "exit_code": 0}})
         if name == "grandchildren":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             pids = play.spawn_stubborn_descendants()

@@ -32,7 +32,7 @@ SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
     "unfinished", "artifacts", "linger", "long-summary", "escapes", "commit", "nochange",
-    "long-answer",
+    "long-answer", "silent-tool",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -245,3 +245,20 @@ def spawn_stubborn_descendants() -> list[int]:
         assert sleeper.stdout is not None
         sleeper.stdout.readline()
     return [sleeper.pid for sleeper in sleepers]
+
+
+def silent_tool(scenario: Scenario) -> None:
+    """``silent-tool:SECONDS:MODE``: a tool that prints nothing for SECONDS (10), as a build
+    or a test suite does, in a child process: ``burn`` keeps a CPU busy the whole time (a
+    compiler), ``sleep`` waits (a tool waiting on the network). The CLI prints nothing
+    meanwhile either; the tool call is in flight."""
+    seconds = scenario.number(10.0)
+    mode = (scenario.arg.split(":") + ["", ""])[1] or "burn"
+    code = (
+        "import sys, time\n"
+        "end = time.monotonic() + float(sys.argv[1])\n"
+        "while time.monotonic() < end:\n"
+        "    sum(range(10000)) if sys.argv[2] == 'burn' else time.sleep(0.05)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(seconds), mode], check=True,
+                   stdin=subprocess.DEVNULL)

@@ -1,0 +1,142 @@
+"""The storm breaker and the backoff on counted failures (issue 32): a broken environment
+stops claims after a few tasks, not after every task's whole failure budget."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+from pathlib import Path
+
+import httpx
+
+from lane_runner.board.model import Status
+from lane_runner.service import breaker
+from tests.harness import BOARD, Lane
+
+
+def json_of(done: object) -> dict[str, object]:
+    return json.loads(done.stdout)  # type: ignore[attr-defined,no-any-return]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# -- the pure parts ------------------------------------------------------------------
+
+
+def test_one_failure_worded_with_other_numbers_and_paths_is_one_fingerprint() -> None:
+    first = breaker.fingerprint(
+        "hook before_run", "before_run failed (exit 127): /srv/w/a1/bin/lint: not found (pid 4121)"
+    )
+    second = breaker.fingerprint(
+        "hook before_run", "before_run failed (exit 127): /srv/w/b7/bin/lint: not found (pid 77)"
+    )
+    other = breaker.fingerprint("hook before_run", "before_run failed (exit 1): tests failed")
+    assert first == second != other
+    assert breaker.fingerprint("failed", "x") != breaker.fingerprint("timed_out", "x")
+
+
+def test_the_threshold_counts_distinct_tasks_within_the_window() -> None:
+    def failure(task: str, at: float, where: str = "provider:codex") -> breaker.Failure:
+        return breaker.Failure(where, "failed: boom", task, "boom", at)
+
+    same_task = [failure("b/t1", 0), failure("b/t1", 1), failure("b/t1", 2)]
+    assert breaker.tripping(same_task, 3, 60, 2) == []
+    spread = [failure("b/t1", 0), failure("b/t2", 100), failure("b/t3", 200)]
+    assert breaker.tripping(spread, 3, 60, 200) == []  # too far apart
+    near = [failure("b/t1", 0), failure("b/t2", 1), failure("b/t3", 2, "provider:claude")]
+    assert breaker.tripping(near, 3, 60, 2) == []  # another scope
+    near[2] = failure("b/t3", 2)
+    assert [(s, f) for s, f, _ in breaker.tripping(near, 3, 60, 2)] == [
+        ("provider:codex", "failed: boom")
+    ]
+    assert breaker.tripping(near, 0, 60, 2) == []  # 0: off
+
+
+def test_a_trip_holds_until_a_probe_is_due_and_a_success_clears_it(tmp_path: Path) -> None:
+    state = breaker.Breaker(tmp_path / "breaker.json", threshold=2, window=60, probe_interval=100)
+    where = breaker.scope(breaker.PROVIDER, "codex")
+    assert state.failed(breaker.Failure(where, "f", "b/t1", "boom", 0)) is None
+    trip = state.failed(breaker.Failure(where, "f", "b/t2", "boom", 1))
+    assert trip is not None and trip.tasks == ["b/t1", "b/t2"] and trip.count == 2
+    assert state.blocked(where, 50) is not None and not state.admits(where, 50)
+    assert state.admits(where, 101)  # the probe, once
+    assert not state.admits(where, 102) and state.trips()[where].probes == 1
+    assert state.succeeded(where) and state.trips() == {}
+    assert state.admits(where, 103)
+
+
+# -- a real daemon -------------------------------------------------------------------
+
+
+def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane) -> None:
+    """Ten tasks whose before_run hook fails the same way (a tool missing from the host):
+    without the breaker each would fail its whole budget (30 counted failures, ten tasks
+    gave_up); with it, claims from the board stop after three, status, doctor and the
+    metrics say why, and ``health clear`` after the fix lets the others run."""
+    port = free_port()
+    lane.write_config(
+        concurrency=1,
+        failure_limit=3,
+        failure_backoff_base=3600.0,
+        failure_backoff_max=3600.0,
+        breaker_threshold=3,
+        breaker_window=3600.0,
+        breaker_probe_interval=7200.0,
+        metrics_port=port,
+        # Each failure is worded with its own pid, as a real one is: one fingerprint still.
+        hooks={"*": {"before_run": 'echo "lint: command not found (pid $$)" >&2; exit 127'}},
+    )
+    tasks = [lane.add(f"task {index}") for index in range(10)]
+    daemon = lane.start()
+
+    def held() -> bool:
+        hold = json_of(lane.cli("status", "--json"))["daemon"]["hold"]  # type: ignore[index]
+        return bool(hold) and hold["kind"] == "breaker"  # type: ignore[index]
+
+    lane.wait(held, what="claims held by the breaker")
+    failed = [task for task in lane.tasks() if task.failure_count]
+    assert sum(task.failure_count for task in lane.tasks()) == 3 and len(failed) == 3
+    assert all(task.status is Status.READY for task in lane.tasks())  # none gave up
+    assert all(task.next_attempt_at is not None for task in failed)  # each backs off
+    state = json_of(lane.cli("status", "--json"))
+    assert [trip["scope"] for trip in state["breaker"]] == [f"board:{BOARD}"]  # type: ignore[index]
+    assert state["breaker"][0]["count"] == 3  # type: ignore[index]
+    backing = state["boards"][BOARD]["backing_off"]  # type: ignore[index]
+    assert sorted(b["task_id"] for b in backing) == sorted(t.id for t in failed)
+    shown = lane.cli("task", "show", failed[0].id)
+    assert "backing off (after 1 counted failure(s))" in shown.stdout
+    doctor = lane.cli("doctor", "--json")
+    assert doctor.returncode == 1
+    checks = {c["name"]: c for c in json_of(doctor)["checks"]}  # type: ignore[attr-defined]
+    assert checks[f"breaker board:{BOARD}"]["level"] == "fail"
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    assert f'lane_runner_broken{{scope="board:{BOARD}"}} 1.0' in metrics
+    assert 'lane_runner_claims_held{reason="breaker"} 1.0' in metrics
+    # The next attempt of a failed task will be told what went wrong.
+    assert "lint: command not found" in lane.lane_state(failed[0].id)["retry_reason"]  # type: ignore[operator]
+
+    lane.write_config(hooks={})  # the operator installs the tool...
+    daemon.send_signal(signal.SIGHUP)
+    cleared = lane.cli("health", "clear", f"board:{BOARD}", "--json")  # ...and clears it
+    assert cleared.returncode == 0, cleared.stderr
+    assert [t["scope"] for t in json_of(cleared)["cleared"]] == [f"board:{BOARD}"]  # type: ignore[index]
+    untouched = {task.id for task in tasks} - {task.id for task in failed}
+    lane.wait(
+        lambda: all(lane.board.get_task(t).status is Status.DONE for t in untouched),
+        timeout=120,
+        what="the tasks the breaker kept back to run once cleared",
+    )
+    assert all(lane.board.get_task(t).failure_count == 0 for t in untouched)
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_clearing_what_is_not_broken_says_what_is(lane: Lane) -> None:
+    refused = lane.cli("health", "clear", "provider:codex")
+    assert refused.returncode == 2 and "is not marked broken" in refused.stderr
+    assert lane.cli("health", "show").stdout.strip() == "nothing marked broken"
