@@ -11,12 +11,15 @@ from lane_runner.providers.environment import worker_environment
 from lane_runner.providers.model import Attempt, Classification, Progress, ProviderRequest
 from lane_runner.providers.run import run_attempt
 from lane_runner.providers.supervisor import user_ids
+from lane_runner.providers.usage import LimitNotice, UsageReport
 
 __all__ = [
     "Attempt",
     "Classification",
+    "LimitNotice",
     "Progress",
     "ProviderRequest",
+    "UsageReport",
     "claude_root_refusal",
     "run_attempt",
     "user_ids",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lane_runner import clock
 from lane_runner.providers import claude, codex
 from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
@@ -68,7 +69,8 @@ def _sibling(path: Path, label: str) -> Path:
 
 
 def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Attempt:
-    reading = Reading(session_id=req.session_id if req.resume else None)
+    reading = Reading(session_id=req.session_id if req.resume else None, model=req.model,
+                      zone=req.env.get("TZ"), clock=clock.now)
     observe = codex.observe if req.provider == "codex" else claude.observe
 
     def on_event(event: dict[str, Any]) -> bool:
@@ -76,6 +78,8 @@ def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Att
         meaningful = observe(reading, event)
         if reading.session_id and reading.session_id != before:
             req.on_session(reading.session_id)
+        for report in reading.take_usage():
+            req.on_usage(report)
         return meaningful
 
     task_log = TaskLog(req.log_path, req.rotate_bytes)
@@ -104,7 +108,7 @@ def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Att
         ).run()
         file_answer = codex.file_result(result_file) if result_file else None
         attempt = conclude(reading, ended, file_answer)
-        attempt.argv, attempt.result_file = argv, result_file
+        attempt.argv, attempt.result_file, attempt.limit = argv, result_file, reading.limit
         task_log.note(f"{req.provider} ended: {attempt.classification}: {attempt.reason}")
     finally:
         task_log.close()

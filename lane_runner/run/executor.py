@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
-from lane_runner import config, display, files, redact
+from lane_runner import clock, config, display, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -27,6 +27,7 @@ from lane_runner.providers import (
     Attempt,
     Classification,
     ProviderRequest,
+    UsageReport,
     claude_root_refusal,
     run_attempt,
     worker_environment,
@@ -34,6 +35,7 @@ from lane_runner.providers import (
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
 from lane_runner.run import (
+    budget,
     command,
     cycling,
     decide,
@@ -46,7 +48,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import leftovers, metrics
+from lane_runner.service import ledger, leftovers, metrics
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,12 @@ class RunExecutor:
         self.started = self.noted_at = time.monotonic()  # noted_at: progress_note_interval
         self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
         self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
+        self.over_budget: str | None = None  # why the spend crossed the budget, once it did
+        cfg = services.cfg
+        self.budget = budget.of(
+            self.task.max_cost_usd, self.task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
+            cfg.daily_budget_usd, self.task.board,
+        )
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -172,6 +180,9 @@ class RunExecutor:
             self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
         if self._earlier_result_waits():
             return self._redeliver()
+        spent = self._budget_crossed()
+        if spent is not None:
+            return self._budget_spent(spent)
         unfit = self._before_work(prepared)
         if unfit is not None:
             return self._hook_failed(unfit, prepared)
@@ -219,6 +230,8 @@ class RunExecutor:
                 time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
                 fell_back=self.fell_back,
             )
+            if self.over_budget is not None and decision.step is not decide.Step.ACCEPT:
+                return self._budget_spent(self.over_budget)  # an answer given is kept
             log.info(
                 "%s/%s run %s turn %s: %s -> %s (%s)",
                 self.task.board,
@@ -571,6 +584,8 @@ class RunExecutor:
             config_overrides=config.cli_overrides(self.s.cfg, provider),
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
+            on_usage=lambda report: self._on_usage(provider, n, report),
+            max_budget_usd=budget.dollars_left(self.budget, *self._spend()),
             heartbeat_interval=self.s.cfg.heartbeat_interval,
             stall_timeout=self.s.cfg.stall_timeout,
             closing_grace=self.s.cfg.closing_grace,
@@ -609,6 +624,41 @@ class RunExecutor:
         for n in attempts:
             if n is not None:
                 self._provider_result_file(n).unlink(missing_ok=True)
+
+    def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
+        """The task's spend over all its runs, and its board's over today (UTC)."""
+        records = self.s.ledger.records(self.task.board)
+        today = ledger.day_of(clock.now())
+        return (
+            ledger.total(r for r in records if r["task_id"] == self.task.id),
+            ledger.total(r for r in records if r["day"] == today),
+        )
+
+    def _budget_crossed(self) -> str | None:
+        return budget.crossed(self.budget, *self._spend())
+
+    def _on_usage(self, provider: str, n: int, report: UsageReport) -> None:
+        """Put what the CLI just said it spent in the ledger, durably, before anything else
+        happens to the attempt; a spend past the budget ends the attempt's tree."""
+        attempt = ledger.Attempt(self.task.board, self.task.id, self.run.id, n, provider)
+        try:
+            added = self.s.ledger.record(attempt, report, self.s.cfg.prices, clock.now())
+        except OSError as error:
+            # The attempt goes on: stopping it would waste what was spent. Only this
+            # figure is missing from the ledger, and the log says so.
+            log.error("usage of %s/%s run %s attempt %s not recorded: %s", self.task.board,
+                      self.task.id, self.run.id, n, error)
+            return
+        metrics.spent(added)
+        why = self._budget_crossed() if added else None
+        if why is not None and self.over_budget is None:
+            log.info("run %s: %s; ending the attempt", self.run.id, why)
+            self.over_budget = why
+            self.cancel.set()
+
+    def _budget_spent(self, why: str) -> RunReport:
+        """The budget is spent: blocked ``budget`` with the spend, for a person to raise it."""
+        return self._block(f"budget spent: {why}", BlockKind.BUDGET)
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""
@@ -884,6 +934,17 @@ class RunExecutor:
             "judge": self.verdict,
             "changed_files": list(result["changed_files"]),
             "tests_run": list(result["tests_run"]),
+            "usage": self._usage_summary(),
+        }
+
+    def _usage_summary(self) -> dict[str, Any]:
+        """What the task and this run spent, from the ledger, for the completed event."""
+        records = [r for r in self.s.ledger.records(self.task.board)
+                   if r["task_id"] == self.task.id]
+        return {
+            "task": ledger.total(records).to_dict(),
+            "run": ledger.total(r for r in records if r["run_id"] == self.run.id).to_dict(),
+            "by_model": ledger.summarize(records, ("provider", "model")),
         }
 
     def _note_waiting_result(self) -> None:
