@@ -43,6 +43,8 @@ FORMAT = 1
 #: Dimensions ``summarize`` groups by (``lane-runner usage --by``).
 DIMENSIONS = ("board", "task", "run", "provider", "model", "day")
 MAX_FILE_BYTES = 1 << 30
+#: The kinds a message reports exactly (its output is the count it began with).
+INPUT_KINDS = ("input", "cached_input", "cache_write")
 
 Prices = Mapping[str, Mapping[str, float]]
 
@@ -118,9 +120,10 @@ def attribute(
         if any(seen[kind] < before.get(kind, 0) for kind in KINDS):
             before = {}  # the CLI's count began again (a session started afresh)
         since = same[earlier + 1:] if earlier is not None else same
-        counted = _sum(r["tokens"] for r in since if r["basis"] == "message")
-        spent = {kind: max(0, seen[kind] - before.get(kind, 0) - counted.get(kind, 0))
-                 for kind in COUNTED}
+        messages = [r for r in since if r["basis"] == "message"]
+        counted = _sum(r["tokens"] for r in messages)
+        grown = {kind: seen[kind] - before.get(kind, 0) for kind in KINDS}
+        spent = {kind: max(0, grown[kind] - counted[kind]) for kind in COUNTED}
         spent["reasoning"] = max(0, seen["reasoning"] - before.get("reasoning", 0))
         if seen_cost is not None:
             cost = max(0.0, seen_cost - float(before.get("cost_usd") or 0.0))
@@ -130,6 +133,11 @@ def attribute(
         record = _record(f"{uuid.uuid4().hex}", attempt, session, model, "cumulative", spent,
                          cost, source, at)
         record["seen"] = {**seen, "cost_usd": seen_cost}
+        if seen_cost is not None and all(grown[k] >= counted[k] for k in INPUT_KINDS):
+            # The CLI's total holds these messages (their input is in it), so its dollars
+            # hold theirs; a total that does not (an invocation killed before its result)
+            # leaves them unpriced.
+            record["covers"] = [r["id"] for r in messages]
         added.append(record)
     return added
 
@@ -176,11 +184,12 @@ class Totals:
     def total_tokens(self) -> int:
         return sum(self.tokens[kind] for kind in COUNTED)
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any], covered: frozenset[str] = frozenset()) -> None:
+        """Add one record; ``covered``: message ids whose dollars a later total holds."""
         for kind in KINDS:
             self.tokens[kind] += int(record["tokens"].get(kind, 0))
         if record["cost_usd"] is None:
-            self.unpriced += 1
+            self.unpriced += record["id"] not in covered
         else:
             self.cost_usd += float(record["cost_usd"])
         self.records += 1
@@ -196,19 +205,28 @@ class Totals:
         }
 
 
+def covered(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The message records whose dollars a CLI's later total holds."""
+    return frozenset(i for r in records for i in r.get("covers") or ())
+
+
 def total(records: Iterable[Mapping[str, Any]]) -> Totals:
+    records = list(records)
+    held = covered(records)
     totals = Totals()
     for record in records:
-        totals.add(record)
+        totals.add(record, held)
     return totals
 
 
 def summarize(records: Iterable[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
     """Totals per distinct value of the dimensions ``by`` (``DIMENSIONS``), sorted."""
+    records = list(records)
+    held = covered(records)
     groups: dict[tuple[Any, ...], Totals] = {}
     for record in records:
         key = tuple(_dimension(record, name) for name in by)
-        groups.setdefault(key, Totals()).add(record)
+        groups.setdefault(key, Totals()).add(record, held)
     return [
         {**dict(zip(by, key, strict=True)), **totals.to_dict()}
         for key, totals in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))

@@ -35,6 +35,7 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
+from lane_runner.service import ledger
 
 STOP_POLL = 0.2
 
@@ -199,10 +200,12 @@ def _cut(text: str | None) -> str | None:
 
 
 def show_task(args: argparse.Namespace) -> int:
-    with closing(_store(args)) as store:
+    cfg = load_config(args)
+    with closing(open_store(cfg)) as store:
         board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
+    spent = usage_of(Home(cfg.home), task)
     if args.json:
         print_json(
             {
@@ -211,12 +214,32 @@ def show_task(args: argparse.Namespace) -> int:
                 "events": [event_document(event) for event in events],
                 "comments": [comment_document(comment) for comment in comments],
                 "delivery": delivery_of(events),
+                "usage": spent,
             }
         )
         return 0
     _print_task(task, runs, events, comments)
     _print_delivery(delivery_of(events))
+    _print_usage(spent)
     return 0
+
+
+def usage_of(home: Home, task: Task) -> dict[str, Any]:
+    """What the task spent, from this home's usage ledger: in all, per run and per model."""
+    records = [r for r in ledger.read(home.usage_file(task.board)) if r["task_id"] == task.id]
+    return {
+        **ledger.total(records).to_dict(),
+        "by_run": ledger.summarize(records, ("run",)),
+        "by_model": ledger.summarize(records, ("provider", "model")),
+    }
+
+
+def _print_usage(spent: dict[str, Any]) -> None:
+    unknown = "" if spent["cost_complete"] else " (+ spend of unknown cost)"
+    print(f"\nusage: {spent['total_tokens']:,} tokens, ${spent['cost_usd']:.4f}{unknown}")
+    for row in spent["by_model"]:
+        print(f"  {row['provider']}/{row['model']}: {row['total_tokens']:,} tokens, "
+              f"${row['cost_usd']:.4f}")
 
 
 def delivery_of(events: list[Event]) -> dict[str, Any] | None:
