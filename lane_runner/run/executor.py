@@ -23,6 +23,7 @@ from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
 from lane_runner.errors import NotFound
+from lane_runner.names import PROVIDERS
 from lane_runner.providers import (
     Attempt,
     Classification,
@@ -57,6 +58,9 @@ T = TypeVar("T")
 #: The least wait between two tries of a run's ending on an unavailable board; the
 #: board's rest (``service/resting.py``) usually sets a longer one.
 RETRY_PAUSE = 0.5
+#: Steps that move away from a provider without capacity: when every provider is under
+#: a usage limit with a known reset, the run waits for the reset instead.
+WAITS_FOR_CAPACITY = frozenset({decide.Step.FALLBACK, decide.Step.COOLDOWN})
 
 
 class RunEnd(enum.StrEnum):
@@ -183,6 +187,9 @@ class RunExecutor:
         spent = self._budget_crossed()
         if spent is not None:
             return self._budget_spent(spent)
+        wait = self._limit_wait()
+        if wait is not None:
+            return self._park(*wait)
         unfit = self._before_work(prepared)
         if unfit is not None:
             return self._hook_failed(unfit, prepared)
@@ -232,6 +239,9 @@ class RunExecutor:
             )
             if self.over_budget is not None and decision.step is not decide.Step.ACCEPT:
                 return self._budget_spent(self.over_budget)  # an answer given is kept
+            wait = self._limit_wait() if decision.step in WAITS_FOR_CAPACITY else None
+            if wait is not None:
+                return self._park(*wait)
             log.info(
                 "%s/%s run %s turn %s: %s -> %s (%s)",
                 self.task.board,
@@ -388,7 +398,7 @@ class RunExecutor:
     def _route(self, task_context: str) -> Route:
         assignee = self.task.assignee or "cli-auto"
         exclusion = health.exclusion_for(
-            assignee, health.read_all(self.s.home.provider_health), time.time()
+            assignee, health.read_all(self.s.home.provider_health), clock.now()
         )
         exclude, why = exclusion if exclusion else (None, None)
         route = self.s.router.route(task_context, assignee, exclude, why)
@@ -656,6 +666,24 @@ class RunExecutor:
             self.over_budget = why
             self.cancel.set()
 
+    def _limit_wait(self) -> tuple[float, str] | None:
+        """When every provider is under a usage limit whose reset its CLI named: the
+        earliest reset, and why (``router/health.py``)."""
+        healths = health.read_all(self.s.home.provider_health)
+        return health.limit_wait(PROVIDERS, healths, clock.now())
+
+    def _park(self, until: float, why: str) -> RunReport:
+        """Back to ready, claimable at the reset: not a failure, and not a cooldown either
+        (it does not count towards ``cooldown_limit``); a goal turn that could not run is
+        not spent."""
+        if self.turn_begun:
+            self.state.goal_turn -= 1
+            self.turn_begun = False
+        self._save_state_if_possible()
+        seconds = max(0.0, until - clock.now())
+        self._note(f"{why}; the task waits until then")
+        return self._requeue(why, why, seconds)
+
     def _budget_spent(self, why: str) -> RunReport:
         """The budget is spent: blocked ``budget`` with the spend, for a person to raise it."""
         return self._block(f"budget spent: {why}", BlockKind.BUDGET)
@@ -751,7 +779,16 @@ class RunExecutor:
 
     def _record_health(self, provider: str, attempt: Attempt) -> None:
         directory = self.s.home.provider_health
-        if attempt.classification is Classification.CAPACITY:
+        limit, now = attempt.limit, clock.now()
+        if (
+            attempt.classification is Classification.CAPACITY
+            and limit is not None
+            and limit.resets_at is not None
+            and limit.resets_at > now
+        ):
+            health.record_limit(directory, provider, limit.words, limit.resets_at, now)
+            self._note(f"{provider}: {limit.words}")
+        elif attempt.classification is Classification.CAPACITY:
             health.record_failure(directory, provider, "capacity", attempt.reason)
         elif attempt.classification is Classification.AUTH:
             health.record_failure(directory, provider, "auth", attempt.reason)
