@@ -50,13 +50,13 @@ def daily_budget(daily: Mapping[str, float], board: str) -> float | None:
 def crossed(budget: Budget, task: Totals, day: Totals) -> str | None:
     """Why the spend so far is past a limit, in words naming the spend; None: within."""
     if budget.max_cost_usd is not None and task.cost_usd >= budget.max_cost_usd:
-        return (f"the task's budget of ${budget.max_cost_usd:.2f} is spent: "
+        return (f"the task's budget of ${budget.max_cost_usd:.4f} is spent: "
                 f"{describe(task)} so far")
     if budget.max_tokens is not None and task.total_tokens >= budget.max_tokens:
         return (f"the task's budget of {budget.max_tokens} tokens is spent: "
                 f"{describe(task)} so far")
     if budget.daily_usd is not None and day.cost_usd >= budget.daily_usd:
-        return (f"the board's daily budget of ${budget.daily_usd:.2f} is spent: "
+        return (f"the board's daily budget of ${budget.daily_usd:.4f} is spent: "
                 f"${day.cost_usd:.4f} today")
     return None
 
@@ -66,7 +66,7 @@ def board_spent(daily: Mapping[str, float], board: str, day: Totals) -> str | No
     limit = daily_budget(daily, board)
     if limit is None or day.cost_usd < limit:
         return None
-    return f"daily budget ${limit:.2f} spent (${day.cost_usd:.4f} today, UTC)"
+    return f"daily budget ${limit:.4f} spent (${day.cost_usd:.4f} today, UTC)"
 
 
 def dollars_left(budget: Budget, task: Totals, day: Totals) -> float | None:

@@ -16,7 +16,7 @@ from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
-from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.arguments import dollars, seconds, whole
 from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
@@ -68,6 +68,17 @@ def register(subparsers: Any) -> None:
         "--max-retries",
         type=whole(0, MAX_RETRIES),
         help="counted failures retried before the task is blocked (default: failure_limit - 1)",
+    )
+    add.add_argument(
+        "--max-cost-usd",
+        type=dollars,
+        help="dollars the task may spend over all its runs; then it is blocked 'budget' "
+        "(default: config max_cost_usd)",
+    )
+    add.add_argument(
+        "--max-tokens",
+        type=whole(1),
+        help="tokens the task may spend over all its runs (default: config max_tokens)",
     )
     add_json_flag(add)
     add.set_defaults(handler=add_task)
@@ -139,6 +150,8 @@ def add_task(args: argparse.Namespace) -> int:
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
         max_retries=args.max_retries,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
     )
     with closing(open_store(cfg)) as store:
         task = store.board(args.board).add_task(new)
