@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,7 +35,8 @@ from lane_runner.names import (
     is_model_name,
     is_valid_name,
 )
-from lane_runner.providers import codex
+from lane_runner.providers import ADAPTERS, Provider
+from lane_runner.settings import Changes, Settings
 
 ENV_PREFIX = "LANE_RUNNER_"
 #: Names the configuration file when it is not ``config.toml`` in the home.
@@ -155,7 +156,7 @@ def _integer(minimum: int, maximum: int) -> Callable[[Any], int]:
 def _assignee(value: Any) -> str:
     text = _text(value).strip()
     if text and not is_lane_assignee(text):
-        raise ValueError("expected cli-auto, cli-<codex|claude>-<effort>, or empty")
+        raise ValueError(f"expected cli-auto, cli-<{'|'.join(PROVIDERS)}>-<effort>, or empty")
     return text
 
 
@@ -179,7 +180,7 @@ def _providers(value: Any) -> tuple[str, ...]:
     items = value if isinstance(value, list) else _text(value).split(",")
     names = tuple(str(item).strip() for item in items if str(item).strip())
     if not names or any(name not in PROVIDERS for name in names) or len(set(names)) != len(names):
-        raise ValueError("expected a list of distinct providers from codex, claude")
+        raise ValueError(f"expected a list of distinct providers from {', '.join(PROVIDERS)}")
     return names
 
 
@@ -216,9 +217,14 @@ def _table(value: Any) -> dict[str, Any]:
         raise ValueError(f"expected TOML key = value lines ({error})") from None
 
 
-def _codex_config(value: Any) -> dict[str, Any]:
-    """codex's own settings (model provider, gateway): flat dotted keys, one ``-c`` each."""
-    return codex.overrides(_table(value))
+def _cli_config(cli: Provider) -> Callable[[Any], dict[str, Any]]:
+    """``<provider>_config``: the CLI's own settings, as its adapter checks them (codex:
+    model provider, gateway; flat dotted keys, one ``-c`` each)."""
+
+    def parse(value: Any) -> dict[str, Any]:
+        return cli.config_settings(_table(value))
+
+    return parse
 
 
 def _cli_env(value: Any) -> dict[str, str]:
@@ -238,12 +244,28 @@ def _cli_env(value: Any) -> dict[str, str]:
 def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
     """``<provider>_config``: the operator's settings of that CLI's own configuration
     (codex's ``-c``); empty for a CLI configured only through its environment."""
-    return dict(cfg.values.get(f"{provider}_config") or {})
+    return dict(getattr(cfg, f"{provider}_config", None) or {})
 
 
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_env``: variables the operator sets for that CLI's workers."""
-    return dict(cfg.values[f"{provider}_env"])
+    return dict(getattr(cfg, f"{provider}_env"))
+
+
+def cli_models(cfg: Config, provider: str) -> dict[str, str]:
+    """``<provider>_models``: the static policy's model per effort for that CLI."""
+    return dict(getattr(cfg, f"{provider}_models"))
+
+
+def cli_binary(cfg: Config, provider: str) -> str | None:
+    """``<provider>_bin``: the CLI the operator names; None: found on PATH."""
+    value: str | None = getattr(cfg, f"{provider}_bin")
+    return value
+
+
+def cli_cap(cfg: Config, provider: str) -> int:
+    """``max_running_<provider>``: runs that CLI may hold at once; 0: no cap."""
+    return int(getattr(cfg, f"max_running_{provider}"))
 
 
 def _ip_address(value: Any) -> str:
@@ -410,6 +432,15 @@ class Key:
     help: str
 
 
+def _cli_setting_keys(cli: Provider) -> tuple[Key, ...]:
+    """``<provider>_config`` (for a CLI that takes its settings from the runner) and
+    ``<provider>_env``, as the adapter describes them."""
+    env = Key(f"{cli.name}_env", _cli_env, {}, cli.env_help)
+    if not cli.takes_config:
+        return (env,)
+    return Key(f"{cli.name}_config", _cli_config(cli), {}, cli.config_help), env
+
+
 KEYS: tuple[Key, ...] = (
     Key(
         "board_url",
@@ -424,8 +455,10 @@ KEYS: tuple[Key, ...] = (
         "with a hermes:// board_url: the Hermes boards to serve; empty: all non-archived ones",
     ),
     Key("concurrency", _integer(1, 64), 4, "worker slots"),
-    Key("max_running_codex", _integer(0, 64), 0, "runs codex may hold at once; 0: no cap"),
-    Key("max_running_claude", _integer(0, 64), 0, "runs claude may hold at once; 0: no cap"),
+    *(
+        Key(f"max_running_{p}", _integer(0, 64), 0, f"runs {p} may hold at once; 0: no cap")
+        for p in ADAPTERS
+    ),
     Key(
         "provider_full",
         _choice("wait", "fallback"),
@@ -453,21 +486,8 @@ KEYS: tuple[Key, ...] = (
         "route id asked for a manual lane",
     ),
     Key("router_judge_route", _route_id(), "lane/judge", "route id asked for the router judge"),
-    Key("codex_bin", _optional_text, None, "codex CLI; empty: found on PATH"),
-    Key("claude_bin", _optional_text, None, "claude CLI; empty: found on PATH"),
-    Key(
-        "codex_config",
-        _codex_config,
-        {},
-        "codex settings passed as -c key=value (model_provider, model_providers.<id>...)",
-    ),
-    Key("codex_env", _cli_env, {}, "variables set for codex workers (the gateway's key)"),
-    Key(
-        "claude_env",
-        _cli_env,
-        {},
-        "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)",
-    ),
+    *(Key(f"{p}_bin", _optional_text, None, f"{p} CLI; empty: found on PATH") for p in ADAPTERS),
+    *(key for cli in ADAPTERS.values() for key in _cli_setting_keys(cli)),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
     Key(
@@ -477,30 +497,12 @@ KEYS: tuple[Key, ...] = (
         "given to unassigned ready tasks (empty: leave them)",
     ),
     Key("default_effort", _effort, "high", "effort for cli-auto under the static policy"),
-    Key(
-        "provider_preference", _providers, ("codex", "claude"), "static policy: providers in order"
-    ),
-    Key(
-        "codex_models",
-        _models,
-        {
-            "low": "gpt-5.1-codex-mini",
-            "medium": "gpt-5.1-codex",
-            "high": "gpt-5.1-codex",
-            "xhigh": "gpt-5.1-codex-max",
-        },
-        "static policy: codex model per effort",
-    ),
-    Key(
-        "claude_models",
-        _models,
-        {
-            "low": "claude-haiku-4-5",
-            "medium": "claude-sonnet-4-5",
-            "high": "claude-sonnet-4-5",
-            "xhigh": "claude-opus-4-5",
-        },
-        "static policy: claude model per effort",
+    Key("provider_preference", _providers, PROVIDERS, "static policy: providers in order"),
+    *(
+        Key(
+            f"{p}_models", _models, dict(cli.default_models), f"static policy: {p} model per effort"
+        )
+        for p, cli in ADAPTERS.items()
     ),
     Key("judge", _optional_text, None, "goal judge: empty for structural, 'router' for the router"),
     Key(
@@ -655,39 +657,84 @@ RESTART_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class Config:
-    """Effective configuration; ``sources`` says where each value came from."""
+@dataclass(frozen=True, kw_only=True)
+class Config(Settings):
+    """Effective configuration: every key a typed field (``Settings``, generated from
+    ``KEYS``), the home it is for, and where each value came from (``sources``)."""
 
     home: Path
-    values: Mapping[str, Any]
     sources: Mapping[str, str] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    @staticmethod
+    def of(home: Path, values: Mapping[str, Any], sources: Mapping[str, str]) -> Config:
+        """The configuration of ``values`` (one per key, parsed); TypeError names a value
+        missing or a name that is no key."""
+        return Config(home=home, sources=dict(sources), **values)
 
-    def replace(self, **changes: Any) -> Config:
-        """A copy with some values changed (tests and the demo use this)."""
-        values = dict(self.values)
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every key's value by name, in ``KEYS`` order (``config show``, a reload)."""
+        return {key.name: getattr(self, key.name) for key in KEYS}
+
+    def replace(self, **changes: Unpack[Changes]) -> Config:
+        """A copy with some values changed, each parsed as from the file (tests and the
+        demo use this). A name that is no key is a type error, and a TypeError here."""
+        values = self.values
         sources = dict(self.sources)
         for name, raw in changes.items():
-            values[name] = (
-                _parse(KEYS_BY_NAME[name], raw, "override") if name in KEYS_BY_NAME else raw
-            )
+            key = KEYS_BY_NAME.get(name)
+            if key is None:
+                raise TypeError(f"{name!r} is no configuration key; see 'lane-runner config show'")
+            values[name] = _parse(key, raw, "override")
             sources[name] = "override"
-        return Config(self.home, values, sources)
-
+        return Config.of(self.home, values, sources)
 
     def reloaded_as(self, loaded: Config) -> tuple[Config, list[str]]:
         """``loaded`` with the restart keys kept at their running values, and the names of
         those whose new values must wait for a restart."""
-        waiting = [name for name in RESTART_KEYS if loaded.values[name] != self.values[name]]
-        values = {**loaded.values, **{name: self.values[name] for name in RESTART_KEYS}}
+        running, wanted = self.values, loaded.values
+        waiting = [name for name in RESTART_KEYS if wanted[name] != running[name]]
+        values = {**wanted, **{name: running[name] for name in RESTART_KEYS}}
         sources = {**loaded.sources, **{name: self.sources[name] for name in RESTART_KEYS}}
-        return Config(loaded.home, values, sources), waiting
+        return Config.of(loaded.home, values, sources), waiting
+
+
+SETTINGS_FILE = Path(__file__).with_name("settings.py")
+
+
+def settings_source() -> str:
+    """The text of ``settings.py``: one typed field per key of ``KEYS``, typed as its
+    parser returns, and the keyword arguments ``Config.replace`` takes."""
+    fields = "".join(f"    {key.name}: {_type_of(key)}\n" for key in KEYS)
+    changes = "".join(f"    {key.name}: Any\n" for key in KEYS)
+    return (
+        '"""The configuration\'s typed fields, one per key of ``config.KEYS``. Generated: do\n'
+        "not edit. After changing a key or adding a provider adapter, regenerate it with\n"
+        "``python -c 'from lane_runner import config; config.write_settings()'``;\n"
+        '``tests/test_settings.py`` fails while it is stale.\n"""\n\n'
+        "from __future__ import annotations\n\n"
+        "from dataclasses import dataclass\n"
+        "from typing import Any, TypedDict\n\n\n"
+        "@dataclass(frozen=True, kw_only=True)\n"
+        "class Settings:\n"
+        '    """Every key\'s effective value; ``config.KEYS`` says what each means."""\n\n'
+        f"{fields}\n\n"
+        "class Changes(TypedDict, total=False):\n"
+        '    """``Config.replace``\'s keyword arguments: a key\'s new value, parsed as from the\n'
+        '    file."""\n\n'
+        f"{changes}"
+    )
+
+
+def _type_of(key: Key) -> str:
+    """The type ``key``'s parser returns, as written in its annotation."""
+    annotation = key.parse.__annotations__["return"]
+    return annotation if isinstance(annotation, str) else annotation.__name__
+
+
+def write_settings() -> None:
+    """Regenerate ``settings.py`` from ``KEYS``."""
+    SETTINGS_FILE.write_text(settings_source(), encoding="utf-8")
 
 
 def _parse(key: Key, raw: Any, where: str) -> Any:
@@ -752,4 +799,4 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
             raise UsageError(f"unknown setting {variable}; see 'lane-runner config show'")
         values[name] = _parse(KEYS_BY_NAME[name], raw, variable)
         sources[name] = variable
-    return Config(home, values, sources)
+    return Config.of(home, values, sources)

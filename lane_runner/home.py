@@ -15,17 +15,33 @@ from pathlib import Path
 from journal.pin import kind_of
 from lane_runner import files
 from lane_runner.names import check_name
+from lane_runner.providers.registry import ADAPTERS
 
 NODE_ID_BYTES = 256
+
+
+def settings_name(provider: str) -> str:
+    """The name of the settings file the runner writes for ``provider``'s runs."""
+    return f"{provider}-settings.json"
+
+
 WIRE_SCHEMA = "worker-result.wire.json"
-CLAUDE_SETTINGS = "claude-settings.json"
-#: Files of the home a worker user reads: no secrets in them, 0644.
-SHARED_FILES = (WIRE_SCHEMA, CLAUDE_SETTINGS)
+#: Files of the home a worker user reads: no secrets in them, 0644. Besides the wire
+#: schema, the settings file of each CLI that has one (``claude-settings.json``).
+SHARED_FILES = (
+    WIRE_SCHEMA,
+    *(settings_name(cli.name) for cli in ADAPTERS.values() if cli.settings_file() is not None),
+)
 
 
 @dataclass(frozen=True)
 class Home:
     root: Path
+
+    def settings_file(self, provider: str) -> Path:
+        """The settings file ``provider``'s runs get (claude ``--settings``); a CLI without
+        one is never handed it."""
+        return self.root / settings_name(provider)
 
     @property
     def boards(self) -> Path:

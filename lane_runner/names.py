@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from lane_runner.errors import UsageError
+from lane_runner.providers.registry import NAMES
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
-PROVIDERS = ("codex", "claude")
+PROVIDERS = NAMES
 EFFORTS = ("low", "medium", "high", "xhigh")
 AUTO_ASSIGNEE = "cli-auto"
-_MANUAL = re.compile(r"cli-(codex|claude)-(low|medium|high|xhigh)")
+_MANUAL = re.compile(rf"cli-({'|'.join(map(re.escape, PROVIDERS))})-({'|'.join(EFFORTS)})")
 # A model name goes into a CLI's argv: no leading dash (it would read as an option), no
 # whitespace or control characters (one argument stays one), and a bounded length.
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+\[\]-]{0,127}")
@@ -53,17 +53,6 @@ def is_model_name(value: str) -> bool:
     return bool(_MODEL.fullmatch(value))
 
 
-def is_http_url(value: str) -> bool:
-    """True for an ``http://`` or ``https://`` URL with a host and a valid port (a
-    gateway a CLI is pointed at)."""
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
 def is_lane_assignee(assignee: str) -> bool:
     """True for the assignees this runner owns (``cli-auto``, ``cli-<provider>-<effort>``)."""
     return assignee == AUTO_ASSIGNEE or bool(_MANUAL.fullmatch(assignee))
@@ -79,7 +68,7 @@ def parse_lane(assignee: str) -> Lane:
     match = _MANUAL.fullmatch(assignee)
     if not match:
         raise UsageError(
-            f"invalid assignee {assignee!r}: use cli-auto or cli-<codex|claude>-"
-            "<low|medium|high|xhigh>"
+            f"invalid assignee {assignee!r}: use cli-auto or cli-<{'|'.join(PROVIDERS)}>-"
+            f"<{'|'.join(EFFORTS)}>"
         )
     return Lane(match.group(1), match.group(2))

@@ -27,6 +27,7 @@ from lane_runner.board.sqlite import SqliteStore
 from lane_runner.cli.output import print_json, table
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
+from lane_runner.providers import ADAPTERS
 from lane_runner.run import lanestate
 
 BOARD = "demo"
@@ -281,7 +282,7 @@ def run(home: Path | None = None, *, simulated: bool = False, as_json: bool = Fa
         raise LaneRunnerError(f"demo home {root} is not empty; give an empty or new directory")
     started = time.monotonic()
     say = _narrator(as_json)
-    simulate = simulated or not (shutil.which("codex") and shutil.which("claude"))
+    simulate = simulated or not all(shutil.which(cli.command) for cli in ADAPTERS.values())
     environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
     if os.geteuid() == 0:
         # Claude refuses to skip permissions as root unless told it is in a sandbox:

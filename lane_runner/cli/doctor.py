@@ -31,9 +31,7 @@ from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.providers import ProviderRequest, claude_root_refusal
-from lane_runner.providers import claude as claude_adapter
-from lane_runner.providers import codex as codex_adapter
+from lane_runner.providers import ADAPTERS, Login, ProviderRequest, adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
@@ -45,6 +43,8 @@ PROBE_TIMEOUT = 15.0
 GATEWAY_TIMEOUT = 3.0
 MIN_FREE_BYTES = 1 << 30
 PROBE_MODEL = "lane-runner-doctor-probe"
+#: The session a probe names to a CLI that is given one (claude ``--session-id``).
+PROBE_SESSION = "00000000-0000-4000-8000-000000000000"
 UNKNOWN_OPTION = (
     "unknown option",
     "unexpected argument",
@@ -153,13 +153,15 @@ def disk_verdict(path: Path, free: int) -> Check:
     return Check("free disk", Level.PASS, detail)
 
 
-def root_verdict(refusal: str | None) -> Check:
+def root_verdict(refusal: str | None, provider: str = "the CLI") -> Check:
     if refusal is None:
-        return Check("claude as root", Level.PASS, "not root, a worker user, or a declared sandbox")
+        return Check(
+            f"{provider} as root", Level.PASS, "not root, a worker user, or a declared sandbox"
+        )
     return Check(
-        "claude as root",
+        f"{provider} as root",
         Level.FAIL,
-        "claude lanes will refuse to start as root",
+        f"{provider} lanes will refuse to start as root",
         "set worker_user to an unprivileged user (or IS_SANDBOX=1 on a throwaway host)",
     )
 
@@ -214,21 +216,15 @@ def runner_argv(provider: str, executable: Path, scratch: Path) -> list[str]:
         schema_path=scratch / "schema.json",
         settings_path=scratch / "settings.json",
         result_file=scratch / "result.json",
-        session_id=None,
+        session_id=PROBE_SESSION,
         resume=False,
         log_path=scratch / "log",
         env={},
         deadline=0.0,
     )
-    if provider == "codex":
-        argv = codex_adapter.argv(request, thread_id=None, result_file=request.result_file)
-    else:
-        argv = claude_adapter.argv(
-            request,
-            session_id="00000000-0000-4000-8000-000000000000",
-            resume=False,
-            schema_text="{}",
-        )
+    argv = adapter(provider).argv(
+        request, resume=False, result_file=request.result_file, schema="{}"
+    )
     return [*argv, "--help"]
 
 
@@ -260,17 +256,15 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
     return checks
 
 
-def _logins(cfg: Config, binaries: dict[str, Path | None]) -> dict[str, login.Login]:
-    found: dict[str, login.Login] = {}
-    codex = binaries.get("codex")
-    if codex is not None:
-        found["codex"] = login.codex(codex, cfg)
-    if binaries.get("claude") is not None:
-        found["claude"] = login.claude(cfg)
-    return found
+def _logins(cfg: Config, binaries: dict[str, Path | None]) -> dict[str, Login]:
+    return {
+        provider: login.check(adapter(provider), executable, cfg)
+        for provider, executable in binaries.items()
+        if executable is not None
+    }
 
 
-def login_verdicts(logins: dict[str, login.Login]) -> list[Check]:
+def login_verdicts(logins: dict[str, Login]) -> list[Check]:
     """Each installed CLI's login (pure): a CLI not logged in fails when no other is (no
     lane could run), and warns when another is (its lanes fall back to that one)."""
     anyone = any(found.logged_in for found in logins.values())
@@ -414,14 +408,13 @@ def gateway_checks(cfg: Config) -> list[Check]:
     """Where each CLI sends its model requests under ``codex_config`` and
     ``<provider>_env`` (with what the workers inherit): the settings complete, and the
     endpoint accepting connections. Nothing to say for a CLI left at its vendor's API."""
-    gateways = {"codex": codex_adapter.gateway, "claude": claude_adapter.gateway}
     checks: list[Check] = []
-    for provider in PROVIDERS:
+    for provider, cli in ADAPTERS.items():
         home = Path(pwd.getpwnam(cfg.worker_user).pw_dir) if cfg.worker_user else None
         env = worker_environment(
             provider, home, config.cli_environment(cfg, provider), passes=cfg.worker_env
         )
-        base_url, problems = gateways[provider](config.cli_overrides(cfg, provider), env)
+        base_url, problems = cli.gateway(config.cli_overrides(cfg, provider), env)
         name = f"{provider} gateway"
         fix = f"fix {provider}_config / {provider}_env (README: 'Your own model gateway')"
         checks += [Check(name, Level.FAIL, problem, fix) for problem in problems]
@@ -519,11 +512,20 @@ def hide_secrets(check: Check) -> Check:
     return dataclasses.replace(check, detail=redact.text(check.detail), fix=redact.text(check.fix))
 
 
+def root_checks(cfg: Config) -> list[Check]:
+    """Each CLI that refuses root at all (claude): whether its lanes can start here."""
+    return [
+        root_verdict(cli.root_refusal(cfg.worker_user), provider)
+        for provider, cli in ADAPTERS.items()
+        if cli.root_refusal(None, euid=0, environ={}) is not None
+    ]
+
+
 def run_all(cfg: Config) -> list[Check]:
     home = Home(cfg.home)
     checks = [
         *cli_checks(cfg, home),
-        root_verdict(claude_root_refusal(cfg.worker_user)),
+        *root_checks(cfg),
         *home_checks(cfg, home),
         *board_checks(cfg),
         *gateway_checks(cfg),

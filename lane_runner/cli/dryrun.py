@@ -17,10 +17,10 @@ from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import Status, Task
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.config import Config
-from lane_runner.home import Home
+from lane_runner.home import WIRE_SCHEMA, Home
 from lane_runner.router import make_router
 from lane_runner.run.preview import Preview, preview
-from lane_runner.service.services import CLAUDE_SETTINGS, WIRE_SCHEMA, resolve_binaries
+from lane_runner.service.services import resolve_binaries
 
 
 def previews(cfg: Config, board_slug: str | None, task_id: str | None) -> list[Preview]:
@@ -48,7 +48,6 @@ def previews(cfg: Config, board_slug: str | None, task_id: str | None) -> list[P
                         router=router,
                         binaries=binaries,
                         schema_path=home.root / WIRE_SCHEMA,
-                        settings_path=home.root / CLAUDE_SETTINGS,
                     )
                     for task in tasks
                 ]

@@ -7,10 +7,7 @@ the CLI: as ``worker_user`` when root, with that user's ``HOME`` and the worker
 environment (``providers/environment.py``), so a login made as another user (root's
 ``~/.codex``) does not count.
 
-- codex: ``codex login status`` (exit 0: logged in, with ChatGPT or an API key).
-- claude: an API key or token in the worker environment (``ANTHROPIC_API_KEY``,
-  ``CLAUDE_CODE_OAUTH_TOKEN``, ``ANTHROPIC_AUTH_TOKEN``), or its credentials file
-  (``.credentials.json`` in ``CLAUDE_CONFIG_DIR``, else ``~/.claude``).
+How each CLI says it is logged in is its adapter's ``login`` (``providers/``).
 """
 
 from __future__ import annotations
@@ -18,80 +15,27 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from lane_runner.config import Config
-from lane_runner.providers import user_ids
+from lane_runner.providers import Login, Provider, RunsAs, user_ids
 from lane_runner.providers.environment import worker_environment
 
-CLAUDE_SECRETS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
-CLAUDE_CREDENTIALS = ".credentials.json"
 TIMEOUT = 15.0
 
 
-@dataclass(frozen=True)
-class Login:
-    logged_in: bool
-    detail: str
-    fix: str = ""
+def runs_as(cfg: Config) -> RunsAs:
+    """Whom the CLIs run as under ``cfg``: the worker user when root, else the runner."""
+    if cfg.worker_user and os.geteuid() == 0:
+        return RunsAs(cfg.worker_user, Path(pwd.getpwnam(cfg.worker_user).pw_dir))
+    return RunsAs(None, Path.home())
 
 
-@dataclass(frozen=True)
-class RunsAs:
-    """The user a CLI runs as (None: the runner's own) and the ``HOME`` it gets."""
-
-    user: str | None
-    home: Path
-
-    @staticmethod
-    def of(cfg: Config) -> RunsAs:
-        if cfg.worker_user and os.geteuid() == 0:
-            return RunsAs(cfg.worker_user, Path(pwd.getpwnam(cfg.worker_user).pw_dir))
-        return RunsAs(None, Path.home())
-
-    def sudo(self, command: str) -> str:
-        """``command`` as that user would type it (``sudo -u USER -H`` in front when needed)."""
-        return f"sudo -u {self.user} -H {command}" if self.user else command
-
-    def who(self) -> str:
-        return f"the worker user {self.user}" if self.user else "the user the daemon runs as"
-
-
-def codex(executable: Path, cfg: Config) -> Login:
-    runs = RunsAs.of(cfg)
-    env = worker_environment("codex", runs.home, passes=cfg.worker_env)
-    said, status = _run([str(executable), "login", "status"], runs, env)
-    if status == 0:
-        return Login(True, said)
-    fix = (
-        f"as {runs.who()}: {runs.sudo('codex login')} (or pipe an API key into "
-        f"{runs.sudo('codex login --with-api-key')})"
-    )
-    return Login(False, f"not logged in as {runs.who()}: codex login status said: {said}", fix)
-
-
-def claude(cfg: Config) -> Login:
-    runs = RunsAs.of(cfg)
-    env = worker_environment("claude", runs.home, passes=cfg.worker_env)
-    secret = next((name for name in CLAUDE_SECRETS if env.get(name)), None)
-    if secret is not None:
-        return Login(True, f"{secret} reaches the claude workers")
-    config_dir = Path(env.get("CLAUDE_CONFIG_DIR") or runs.home / ".claude")
-    credentials = config_dir / CLAUDE_CREDENTIALS
-    if credentials.is_file():
-        return Login(True, f"credentials in {credentials}")
-    fix = (
-        f"as {runs.who()}: {runs.sudo('claude')}, then /login (or "
-        f"{runs.sudo('claude setup-token')} and give the daemon CLAUDE_CODE_OAUTH_TOKEN, "
-        "or ANTHROPIC_API_KEY: both reach claude workers)"
-    )
-    return Login(
-        False,
-        f"not logged in as {runs.who()}: no {', '.join(CLAUDE_SECRETS)} in the worker "
-        f"environment and no {credentials}",
-        fix,
-    )
+def check(cli: Provider, executable: Path, cfg: Config) -> Login:
+    """Whether ``cli`` is logged in as the user and with the environment it will run with."""
+    runs = runs_as(cfg)
+    env = worker_environment(cli.name, runs.home, passes=cfg.worker_env)
+    return cli.login(executable, runs, env, lambda argv: _run(argv, runs, env))
 
 
 def _run(argv: list[str], runs: RunsAs, env: dict[str, str]) -> tuple[str, int | None]:

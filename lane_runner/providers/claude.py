@@ -13,13 +13,24 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from lane_runner.names import is_http_url
+import orjson
+
 from lane_runner.providers import resets
-from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.adapter import (
+    CLIAdapter,
+    Login,
+    RunCommand,
+    RunsAs,
+    mapping,
+    shortened,
+)
+from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 from lane_runner.providers.usage import LimitNotice, UsageReport, tokens
+from lane_runner.urls import is_http_url
 
 DENIED_TOOLS = (
     "Bash(git push --force *)",
@@ -308,3 +319,126 @@ def gateway(_settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str |
             "reaches the worker: claude would answer 'Not logged in'"
         )
     return base_url if usable else None, problems
+
+
+#: Where claude finds a login besides its credentials file (``doctor``).
+SECRETS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+CREDENTIALS = ".credentials.json"
+
+
+class Claude(CLIAdapter):
+    """``claude -p --output-format stream-json``: the runner reserves the session id,
+    the schema goes inline, settings come from the environment and ``--settings``."""
+
+    name = "claude"
+    command = "claude"
+    version_identity = re.compile(r"\(Claude Code\)")  # "2.1.332 (Claude Code)"
+    env_prefixes = ("CLAUDE_", "ANTHROPIC_", "IS_SANDBOX")
+    model_prefix = "claude-"
+    default_models = {
+        "low": "claude-haiku-4-5",
+        "medium": "claude-sonnet-4-5",
+        "high": "claude-sonnet-4-5",
+        "xhigh": "claude-opus-4-5",
+    }
+    env_help = "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)"
+    reserves_session = True
+    inline_schema = True
+    #: "Session ID already in use" on a fresh start: resume it; "No conversation found"
+    #: on resume: start that reserved id fresh.
+    session_fallbacks = {
+        (False, Classification.SESSION_COLLISION): True,
+        (True, Classification.SESSION_MISSING): False,
+    }
+
+    def argv(
+        self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
+    ) -> list[str]:
+        return argv(req, session_id=str(req.session_id), resume=resume, schema_text=schema)
+
+    def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
+        return observe(reading, event)
+
+    def root_refusal(
+        self,
+        run_as: str | None,
+        euid: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> str | None:
+        return root_refusal(run_as, euid, environ)
+
+    def gateway(
+        self, settings: Mapping[str, Any], env: Mapping[str, str]
+    ) -> tuple[str | None, list[str]]:
+        return gateway(settings, env)
+
+    def settings_file(self) -> str | None:
+        return settings_text()
+
+    def login(
+        self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
+    ) -> Login:
+        """An API key or token in the worker environment, or the credentials file (in
+        ``CLAUDE_CONFIG_DIR``, else ``~/.claude``): claude has no login status command."""
+        secret = next((name for name in SECRETS if env.get(name)), None)
+        if secret is not None:
+            return Login(True, f"{secret} reaches the claude workers")
+        config_dir = Path(env.get("CLAUDE_CONFIG_DIR") or runs.home / ".claude")
+        credentials = config_dir / CREDENTIALS
+        if credentials.is_file():
+            return Login(True, f"credentials in {credentials}")
+        fix = (
+            f"as {runs.who()}: {runs.sudo('claude')}, then /login (or "
+            f"{runs.sudo('claude setup-token')} and give the daemon CLAUDE_CODE_OAUTH_TOKEN, "
+            "or ANTHROPIC_API_KEY: both reach claude workers)"
+        )
+        return Login(
+            False,
+            f"not logged in as {runs.who()}: no {', '.join(SECRETS)} in the worker "
+            f"environment and no {credentials}",
+            fix,
+        )
+
+    def speaks(self, event: dict[str, Any]) -> bool:
+        return event.get("type") in ("system", "result", "assistant", "user")
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        return describe(event)
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One event for people: messages part by part, tool calls to their target."""
+    kind = event.get("type")
+    if kind == "system":
+        if event.get("subtype") == "init":
+            return f"claude session {event.get('session_id')} ({event.get('model')})"
+        return f"system {event.get('subtype')}"
+    if kind == "result":
+        verdict = "FAILED" if event.get("is_error") else "done"
+        return f"result {verdict}: {shortened(event.get('result'))}"
+    message = event.get("message")
+    if kind not in ("assistant", "user") or not isinstance(message, dict):
+        return shortened(orjson.dumps(event).decode())
+    parts = [_part(kind, part) for part in message.get("content") or [] if isinstance(part, dict)]
+    shown = [part for part in parts if part]
+    return "\n".join(shown) if shown else None
+
+
+def _part(kind: str, part: dict[str, Any]) -> str | None:
+    what = part.get("type")
+    if what == "text":
+        return f"claude: {shortened(part.get('text'))}"
+    if what == "thinking":
+        return f"(thinking) {shortened(part.get('thinking'))}"
+    if what == "tool_use":
+        arguments = mapping(part.get("input"))
+        target = arguments.get("command") or arguments.get("file_path") or arguments.get("pattern")
+        return f"tool {part.get('name')}: {shortened(target or orjson.dumps(arguments).decode())}"
+    if what == "tool_result":
+        content = part.get("content")
+        size = len(content) if isinstance(content, str) else len(orjson.dumps(content))
+        return f"  -> tool result ({size} chars){' ERROR' if part.get('is_error') else ''}"
+    return None if kind == "user" else f"{what}"
+
+
+ADAPTER = Claude()

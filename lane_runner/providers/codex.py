@@ -19,11 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import files, redact
-from lane_runner.names import is_http_url
 from lane_runner.providers import resets
-from lane_runner.providers.model import ProviderRequest
+from lane_runner.providers.adapter import (
+    CLIAdapter,
+    Login,
+    RunCommand,
+    RunsAs,
+    mapping,
+    shortened,
+)
+from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 from lane_runner.providers.usage import LimitNotice, UsageReport, tokens
+from lane_runner.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
@@ -293,3 +301,102 @@ def file_result(result_file: Path) -> dict[str, Any] | None:
         )
         return None
     return result_object(data.decode("utf-8", "replace"))
+
+
+class Codex(CLIAdapter):
+    """``codex exec --json``: codex names its thread, writes its answer to ``-o``, and
+    takes its own settings as ``-c`` overrides (``codex_config``)."""
+
+    name = "codex"
+    command = "codex"
+    version_identity = re.compile(r"\bcodex-cli\b")  # "codex-cli 0.171.0"
+    env_prefixes = ("CODEX_", "OPENAI_API_KEY")
+    model_prefix = "gpt-"
+    default_models = {
+        "low": "gpt-5.1-codex-mini",
+        "medium": "gpt-5.1-codex",
+        "high": "gpt-5.1-codex",
+        "xhigh": "gpt-5.1-codex-max",
+    }
+    takes_config = True
+    config_help = "codex settings passed as -c key=value (model_provider, model_providers.<id>...)"
+    env_help = "variables set for codex workers (the gateway's key)"
+    writes_result_file = True
+    #: "no rollout found for thread id": a fresh thread, reported through ``on_session``.
+    session_fallbacks = {(True, Classification.SESSION_MISSING): False}
+
+    def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
+        return overrides(table)
+
+    def argv(
+        self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
+    ) -> list[str]:
+        return argv(req, thread_id=req.session_id if resume else None, result_file=result_file)
+
+    def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
+        return observe(reading, event)
+
+    def file_result(self, result_file: Path) -> dict[str, Any] | None:
+        return file_result(result_file)
+
+    def gateway(
+        self, settings: Mapping[str, Any], env: Mapping[str, str]
+    ) -> tuple[str | None, list[str]]:
+        return gateway(settings, env)
+
+    def login(
+        self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
+    ) -> Login:
+        """``codex login status``: exit 0 when logged in (ChatGPT or an API key)."""
+        said, status = run([str(executable), "login", "status"])
+        if status == 0:
+            return Login(True, said)
+        fix = (
+            f"as {runs.who()}: {runs.sudo('codex login')} (or pipe an API key into "
+            f"{runs.sudo('codex login --with-api-key')})"
+        )
+        return Login(False, f"not logged in as {runs.who()}: codex login status said: {said}", fix)
+
+    def speaks(self, event: dict[str, Any]) -> bool:
+        kind = event.get("type")
+        return isinstance(kind, str) and (
+            kind.startswith(("thread.", "turn.", "item.")) or kind == "error"
+        )
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        return describe(event)
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One event for people: tool calls to their command or path, markers to None."""
+    kind = event.get("type")
+    item = mapping(event.get("item"))
+    if kind == "thread.started":
+        return f"codex thread {event.get('thread_id')}"
+    if kind == "turn.completed":
+        usage = mapping(event.get("usage"))
+        tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
+        return f"turn completed ({tokens})"
+    if kind == "turn.failed":
+        error = event.get("error")
+        said = error.get("message") if isinstance(error, dict) else error
+        return f"turn FAILED: {shortened(said)}"
+    if kind == "error":
+        return f"error: {shortened(event.get('message'))}"
+    if kind != "item.completed":
+        return None
+    what = item.get("type")
+    if what == "command_execution":
+        return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
+    if what == "file_change":
+        changes = item.get("changes") or []
+        paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
+        return f"edit {shortened(paths)}"
+    if what == "agent_message":
+        return f"codex: {shortened(item.get('text'))}"
+    if what == "reasoning":
+        return f"(thinking) {shortened(item.get('text'))}"
+    return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
+
+
+ADAPTER = Codex()

@@ -15,11 +15,9 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lane_runner.providers.registry import adapter
+
 _BASICS = frozenset({"PATH", "HOME", "LANG", "TZ", "TERM"})
-_PREFIXES = {
-    "codex": ("CODEX_", "OPENAI_API_KEY"),
-    "claude": ("CLAUDE_", "ANTHROPIC_", "IS_SANDBOX"),
-}
 _ALWAYS_PREFIXES = ("LC_", "LANE_RUNNER_SIM_")
 
 
@@ -47,9 +45,8 @@ def configured(name: str, patterns: Sequence[str]) -> bool:
 
 def allowed(provider: str, name: str, extra: Sequence[str] = ()) -> bool:
     """Whether variable ``name`` may reach a ``provider`` worker (``extra``: ``worker_env``)."""
-    if provider not in _PREFIXES:
-        raise ValueError(f"unknown provider {provider!r}")
-    if name in _BASICS or name.startswith(_ALWAYS_PREFIXES + _PREFIXES[provider]):
+    own = adapter(provider).env_prefixes  # ValueError for an unknown provider
+    if name in _BASICS or name.startswith(_ALWAYS_PREFIXES + own):
         return True
     return configured(name, extra)
 

@@ -1,10 +1,8 @@
-"""One provider attempt end to end: argv, supervised run, verdict, session fallbacks.
+"""One provider attempt end to end: argv, supervised run, verdict.
 
-Session fallbacks live here because they are a property of the CLIs, not of
-the daemon: a claude id that is "already in use" on a fresh start is resumed,
-one with "no conversation found" on resume is started fresh with the same
-reserved id, and a codex thread with "no rollout found" is replaced by a new
-thread (reported through ``on_session``).
+The session fallbacks (a claude id "already in use" resumed, an unknown thread or
+conversation started fresh) are each CLI's own: its adapter's ``attempt`` drives
+them (``providers/adapter.py``); this module runs each start it asks for.
 """
 
 from __future__ import annotations
@@ -13,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import clock
-from lane_runner.providers import claude, codex
+from lane_runner.providers.adapter import Provider
 from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
 from lane_runner.providers.reading import Reading
+from lane_runner.providers.registry import adapter
 from lane_runner.providers.supervisor import Ended, Limits, Supervisor
 from lane_runner.providers.tasklog import TaskLog
 from schemas import first_error
@@ -25,57 +24,20 @@ RESULT_SCHEMA = "worker-result.schema.json"
 
 
 def run_attempt(req: ProviderRequest) -> Attempt:
-    if req.provider == "codex":
-        return _codex_attempt(req)
-    if req.provider == "claude":
-        return _claude_attempt(req)
-    raise ValueError(f"unknown provider {req.provider!r}")
+    """Run ``req`` with its provider's adapter; ValueError for a provider none has."""
+    cli = adapter(req.provider)
+    return cli.attempt(req, lambda argv, result_file: _run(cli, req, argv, result_file))
 
 
-def _codex_attempt(req: ProviderRequest) -> Attempt:
-    thread_id = req.session_id if req.resume else None
-    attempt = _run(req, codex.argv(req, thread_id=thread_id, result_file=req.result_file),
-                   req.result_file)
-    if thread_id and attempt.classification is Classification.SESSION_MISSING:
-        retry_file = req.retry_result_file or _sibling(req.result_file, "fresh")
-        attempt = _run(req, codex.argv(req, thread_id=None, result_file=retry_file), retry_file)
-    return attempt
-
-
-def _claude_attempt(req: ProviderRequest) -> Attempt:
-    if not req.session_id:
-        raise ValueError("claude needs a reserved session id, persisted before the first start")
-    schema_text = req.schema_path.read_text(encoding="utf-8")
-
-    def once(resume: bool) -> Attempt:
-        argv = claude.argv(req, session_id=str(req.session_id), resume=resume,
-                           schema_text=schema_text)
-        return _run(req, argv, None)
-
-    attempt = once(req.resume)
-    if not req.resume and attempt.classification is Classification.SESSION_COLLISION:
-        attempt = once(True)
-    elif req.resume and attempt.classification is Classification.SESSION_MISSING:
-        attempt = once(False)
-    if attempt.session_id is None:
-        attempt.session_id = req.session_id
-    return attempt
-
-
-def _sibling(path: Path, label: str) -> Path:
-    stem, dot, suffix = path.name.partition(".result.json")
-    name = f"{stem}.{label}.result.json" if dot else f"{path.name}.{label}"
-    return path.with_name(name)
-
-
-def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Attempt:
+def _run(
+    cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None
+) -> Attempt:
     reading = Reading(session_id=req.session_id if req.resume else None, model=req.model,
                       zone=req.env.get("TZ"), clock=clock.now)
-    observe = codex.observe if req.provider == "codex" else claude.observe
 
     def on_event(event: dict[str, Any]) -> bool:
         before = reading.session_id
-        meaningful = observe(reading, event)
+        meaningful = cli.observe(reading, event)
         if reading.session_id and reading.session_id != before:
             req.on_session(reading.session_id)
         for report in reading.take_usage():
@@ -106,7 +68,7 @@ def _run(req: ProviderRequest, argv: list[str], result_file: Path | None) -> Att
             on_progress=req.on_progress,
             gave_up=lambda: gave_up(reading.signals),
         ).run()
-        file_answer = codex.file_result(result_file) if result_file else None
+        file_answer = cli.file_result(result_file) if result_file else None
         attempt = conclude(reading, ended, file_answer)
         attempt.argv, attempt.result_file, attempt.limit = argv, result_file, reading.limit
         task_log.note(f"{req.provider} ended: {attempt.classification}: {attempt.reason}")

@@ -14,9 +14,9 @@ from typing import Any
 
 from lane_runner import display
 from lane_runner.names import EFFORTS, MODEL_RULE, PROVIDERS, Lane, is_model_name
+from lane_runner.providers import adapter
 from lane_runner.router.errors import Cause, RoutingError
 
-MODEL_PREFIXES = {"codex": "gpt-", "claude": "claude-"}
 MAX_REASON_CHARS = display.MAX_REASON_CHARS
 _WHITESPACE = re.compile(r"\s+")
 
@@ -90,13 +90,14 @@ def body_wins(header: Selection, body: Selection) -> bool:
     return (
         body.provider == header.provider
         and body.effort == header.effort
-        and body.model.startswith(MODEL_PREFIXES[header.provider])
+        and body.model.startswith(adapter(header.provider).model_prefix)
     )
 
 
 def other_provider(provider: str) -> str:
-    """The provider a failing or excluded one hands over to."""
-    return PROVIDERS[1 - PROVIDERS.index(provider)]
+    """The provider a failing or excluded one hands over to: the next one in the
+    registry's order, round to the first (with two CLIs, the other one)."""
+    return PROVIDERS[(PROVIDERS.index(provider) + 1) % len(PROVIDERS)]
 
 
 def lane_assignee(provider: str, effort: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from lane_runner import config
 from lane_runner.config import Config
 from lane_runner.names import PROVIDERS, parse_lane
 from lane_runner.router.base import fallback_route
@@ -24,8 +25,7 @@ class StaticPolicy:
 
     def __init__(self, cfg: Config) -> None:
         self._models: Mapping[str, Mapping[str, str]] = {
-            "codex": dict(cfg.codex_models),
-            "claude": dict(cfg.claude_models),
+            provider: config.cli_models(cfg, provider) for provider in PROVIDERS
         }
         preferred = tuple(cfg.provider_preference)
         # Providers left out of the preference still serve when every preferred one is excluded.

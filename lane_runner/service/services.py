@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import pwd
-import re
 import shutil
 import subprocess
 import threading
@@ -14,14 +13,14 @@ from typing import Any
 
 import schemas
 from journal import CommitResult, Journal, TerminalRecord
-from lane_runner import files
+from lane_runner import config, files
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
-from lane_runner.home import CLAUDE_SETTINGS, WIRE_SCHEMA, Home
-from lane_runner.providers import claude, worker_environment
+from lane_runner.home import WIRE_SCHEMA, Home
+from lane_runner.providers import ADAPTERS, adapter, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service import identity
 from lane_runner.service.activity import Activity
@@ -43,7 +42,6 @@ class Services:
     node: str
     binaries: dict[str, Path | None]
     schema_path: Path
-    settings_path: Path
     cancel: threading.Event = field(default_factory=threading.Event)
     activity: Activity = field(default_factory=Activity)
     resting: Resting = field(default_factory=Resting)
@@ -79,7 +77,7 @@ class Services:
 
     def _caps(self) -> dict[str, int]:
         """The per-provider caps of the configuration in force (a reload changes them)."""
-        return {p: int(self.cfg.values[f"max_running_{p}"]) for p in ("codex", "claude")}
+        return {p: config.cli_cap(self.cfg, p) for p in ADAPTERS}
 
     def commit(self, record: TerminalRecord) -> CommitResult:
         """The journal's board-commit callback: the exact-run completion on the record's board."""
@@ -156,8 +154,8 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
 
         return dict(install(home.root / "sim-bin"))
     found: dict[str, Path | None] = {}
-    for provider in ("codex", "claude"):
-        configured = cfg.values[f"{provider}_bin"]
+    for provider, cli in ADAPTERS.items():
+        configured = config.cli_binary(cfg, provider)
         if configured:
             path = shutil.which(configured)
             if path is None:
@@ -170,14 +168,11 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
                 raise UsageError(f"{provider}_bin {configured!r} {problem}; fix it or unset it")
             found[provider] = Path(path)
         else:
-            on_path = shutil.which(provider)
+            on_path = shutil.which(cli.command)
             found[provider] = Path(on_path) if on_path else None
     return found
 
 
-#: What each real CLI's ``--version`` says of itself ("codex-cli 0.171.0",
-#: "2.1.332 (Claude Code)").
-IDENTITY = {"codex": re.compile(r"\bcodex-cli\b"), "claude": re.compile(r"\(Claude Code\)")}
 IDENTITY_TIMEOUT = 30.0
 
 
@@ -204,7 +199,7 @@ def identity_problem(provider: str, executable: Path) -> str | None:
     except OSError as error:
         return f"cannot be run: {error.strerror or error}"
     said = (done.stdout + done.stderr).strip()
-    if done.returncode == 0 and IDENTITY[provider].search(said):
+    if done.returncode == 0 and adapter(provider).version_identity.search(said):
         return None
     first = said.splitlines()[0][:200] if said else f"nothing (exit status {done.returncode})"
     return f"is not the {provider} CLI: its --version said {first!r}"
@@ -217,9 +212,13 @@ def write_result_schema(home: Home) -> Path:
     return _publish(home.root / WIRE_SCHEMA, schemas.load_bytes(WIRE_SCHEMA))
 
 
-def write_claude_settings(home: Home) -> Path:
-    """The settings file every claude run gets with ``--settings``."""
-    return _publish(home.root / CLAUDE_SETTINGS, claude.settings_text().encode())
+def write_cli_settings(home: Home) -> None:
+    """The settings file of each CLI that has one (claude's ``--settings``), as every run
+    of that CLI gets it."""
+    for cli in ADAPTERS.values():
+        text = cli.settings_file()
+        if text is not None:
+            _publish(home.settings_file(cli.name), text.encode())
 
 
 def _publish(path: Path, payload: bytes) -> Path:
@@ -263,6 +262,7 @@ def build(
         binaries = preflight(cfg)
     home = Home(cfg.home)
     home.ensure()
+    write_cli_settings(home)
     if cfg.worker_user:
         home.admit_worker()
     cancel = overrides.pop("cancel", None) or threading.Event()
@@ -277,7 +277,6 @@ def build(
         node=identity.node_id(home),
         binaries=binaries if binaries is not None else resolve_binaries(cfg, home),
         schema_path=write_result_schema(home),
-        settings_path=write_claude_settings(home),
         cancel=cancel,
         **overrides,
     )

@@ -29,9 +29,9 @@ def assess(
     if fraction <= 0:
         return []
     found = []
-    last_event = run.get("last_event_at")
-    quiet = last_event is not None and not run.get("waiting_for")
-    if quiet and now - last_event >= fraction * stall_timeout:
+    last_event: float | None = run.get("last_event_at")
+    quiet = not run.get("waiting_for")
+    if quiet and last_event is not None and now - last_event >= fraction * stall_timeout:
         found.append(
             Warning(
                 QUIET,
