@@ -366,6 +366,64 @@ def _hook_entry(board: str, name: str, item: Any) -> Any:
     return item
 
 
+#: What a price table gives per model: dollars per million tokens of each kind.
+PRICE_KINDS = ("input", "cached_input", "cache_write", "output")
+
+
+def _toml_table(value: Any, name: str, example: str) -> Any:
+    """A TOML table from the file as it is, or from the environment as inline TOML."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return tomllib.loads(f"{name} = {value}")[name] if value.strip() else {}
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"expected a TOML table such as {example}: {error}") from None
+
+
+def _prices(value: Any) -> dict[str, dict[str, float]]:
+    """Per model, dollars per million tokens by kind (``PRICE_KINDS``): what a CLI that
+    reports no cost of its own (codex) spent is priced by it; a model or kind missing
+    leaves the cost unknown, never guessed."""
+    value = _toml_table(value, "prices", '{"gpt-5" = {input = 1.25, output = 10.0}}')
+    if not isinstance(value, dict):
+        raise ValueError('expected a table of models, e.g. [prices."gpt-5"] input = 1.25')
+    table: dict[str, dict[str, float]] = {}
+    for model, entry in value.items():
+        if not is_model_name(model) or not isinstance(entry, dict):
+            raise ValueError(f"prices.{model}: expected a model name and a table of kinds")
+        unknown = sorted(set(entry) - set(PRICE_KINDS))
+        if unknown:
+            raise ValueError(f"prices.{model}: {', '.join(unknown)} is not one of "
+                             f"{', '.join(PRICE_KINDS)}")
+        table[model] = {kind: _number(0, 1e6)(price) for kind, price in entry.items()}
+    return table
+
+
+def _optional_number(minimum: float, maximum: float) -> Callable[[Any], float | None]:
+    number = _number(minimum, maximum)
+
+    def parse(value: Any) -> float | None:
+        if value is None or (isinstance(value, str) and not value.strip()) or value == 0:
+            return None
+        return number(value)
+
+    return parse
+
+
+def _daily_budgets(value: Any) -> dict[str, float]:
+    """Dollars a board may spend per UTC day, per board (``"*"``: every board without
+    its own)."""
+    value = _toml_table(value, "daily_budget_usd", '{"*" = 50.0, main = 200.0}')
+    if not isinstance(value, dict):
+        raise ValueError('expected a table of boards, e.g. daily_budget_usd = {"*" = 50.0}')
+    budgets: dict[str, float] = {}
+    for board, amount in value.items():
+        if board != "*" and not is_valid_name(board):
+            raise ValueError(f"{board!r} is not a board name (or '*' for every board)")
+        budgets[board] = _number(0, 1e9)(amount)
+    return budgets
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -614,6 +672,32 @@ KEYS: tuple[Key, ...] = (
         _boolean,
         False,
         "cleanup also deletes a finished task's branch once it is merged or pushed",
+    ),
+    Key(
+        "prices",
+        _prices,
+        {},
+        "dollars per million tokens per model and kind (input, cached_input, cache_write, "
+        "output), for CLIs that report no cost (codex); unpriced spend is 'unknown'",
+    ),
+    Key(
+        "max_cost_usd",
+        _optional_number(0, 1e9),
+        None,
+        "a task's dollar budget unless it has its own (task add --max-cost-usd); empty: none",
+    ),
+    Key(
+        "max_tokens",
+        _optional_number(0, 1e15),
+        None,
+        "a task's token budget unless it has its own (task add --max-tokens); empty: none",
+    ),
+    Key(
+        "daily_budget_usd",
+        _daily_budgets,
+        {},
+        "dollars a board may spend per UTC day, per board ('*': every other); spent: "
+        "nothing more is claimed there that day",
     ),
     Key(
         "metrics_port",

@@ -76,6 +76,14 @@ class Home:
         return self.root / "provider-health"
 
     @property
+    def usage(self) -> Path:
+        """The usage ledgers, one per board (see ``service/ledger.py``)."""
+        return self.root / "usage"
+
+    def usage_file(self, board: str) -> Path:
+        return self.usage / f"{check_name('board', board)}.jsonl"
+
+    @property
     def lock_file(self) -> Path:
         return self.root / "runner.lock"
 
@@ -113,7 +121,9 @@ class Home:
         ``files.UnsafePath`` when one of them is a symbolic link or not a directory:
         the runner would otherwise write its state wherever the link points.
         """
-        for path in (self.root, self.boards, self.lanes, self.logs, self.provider_health):
+        for path in (
+            self.root, self.boards, self.lanes, self.logs, self.provider_health, self.usage
+        ):
             files.ensure_directory(path)
 
     def wider_modes(self, worker_user: str | None) -> list[tuple[Path, int, int]]:
@@ -148,7 +158,7 @@ class Home:
             paths.append((self.root / name, files.PRIVATE_FILE))
         for name in SHARED_FILES:
             paths.append((self.root / name, files.SHARED_FILE))
-        for top in (self.boards, self.lanes, self.logs, self.provider_health):
+        for top in (self.boards, self.lanes, self.logs, self.provider_health, self.usage):
             paths.append((top, files.PRIVATE_DIR))
             if top.is_dir() and not top.is_symlink():
                 for entry in top.rglob("*"):

@@ -74,6 +74,10 @@ class Settings:
     push_remote: str
     hooks: dict[str, dict[str, Any]]
     delete_branches: bool
+    prices: dict[str, dict[str, float]]
+    max_cost_usd: float | None
+    max_tokens: float | None
+    daily_budget_usd: dict[str, float]
     metrics_port: int
     metrics_address: str
     health_timeout: float
@@ -143,6 +147,10 @@ class Changes(TypedDict, total=False):
     push_remote: Any
     hooks: Any
     delete_branches: Any
+    prices: Any
+    max_cost_usd: Any
+    max_tokens: Any
+    daily_budget_usd: Any
     metrics_port: Any
     metrics_address: Any
     health_timeout: Any

@@ -52,12 +52,14 @@ HERMES_OUTCOMES = {
     Outcome.TIMED_OUT: "timed_out",
     Outcome.FAILED: "crashed",
 }
-#: Block kinds as Hermes files them; ``gave_up`` has no Hermes kind (an untyped block).
+#: Block kinds as Hermes files them; ``gave_up`` has no Hermes kind (an untyped block),
+#: and Hermes has no ``budget``: a spent budget waits for a person, as ``needs_input``.
 HERMES_KINDS: dict[BlockKind, str | None] = {
     BlockKind.CAPABILITY: "capability",
     BlockKind.TRANSIENT: "transient",
     BlockKind.NEEDS_INPUT: "needs_input",
     BlockKind.GAVE_UP: None,
+    BlockKind.BUDGET: "needs_input",
 }
 
 

@@ -32,6 +32,8 @@ class BlockKind(StrEnum):
     TRANSIENT = "transient"
     NEEDS_INPUT = "needs_input"
     GAVE_UP = "gave_up"
+    BUDGET = "budget"
+    """The task's or its board's day's budget is spent (``run/budget.py``)."""
 
 
 class EventKind(StrEnum):
@@ -124,6 +126,10 @@ class Task:
     updated_at: float
     max_retries: int | None = None
     """Counted failures retried before the task is blocked gave_up; None: ``failure_limit``."""
+    max_cost_usd: float | None = None
+    """The task's dollar budget; None: the configured default (``max_cost_usd``)."""
+    max_tokens: int | None = None
+    """The task's token budget; None: the configured default (``max_tokens``)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,8 @@ class NewTask:
     max_runtime: float | None = None
     goal_turns: int = 1
     max_retries: int | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)

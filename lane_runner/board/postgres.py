@@ -63,9 +63,12 @@ from psycopg_pool import ConnectionPool
 
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import BlockKind, Outcome, Status
+from lane_runner.board.model import Outcome, Status
 from lane_runner.board.sql import (
+    BUDGET_COLUMNS,
+    BUDGET_KIND,
     CONTROLS_STEP,
+    FIRST_BLOCK_KINDS,
     BoardLock,
     Notify,
     SqlBoard,
@@ -100,6 +103,14 @@ SESSION_OPTIONS = (
 LISTEN_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # reconnect delays of the listening connection
 
 
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{value}'" for value in values) + ")"
+
+
+#: The first step's block kinds; the budget step widens the check.
+_KINDS = _in(FIRST_BLOCK_KINDS)
+
+
 def _one_of(values: type[StrEnum]) -> str:
     return "(" + ", ".join(f"'{member.value}'" for member in values) + ")"
 
@@ -131,7 +142,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             completed_run_id bigint,
             next_attempt_at double precision,
             block_reason text,
-            block_kind text CHECK (block_kind IS NULL OR block_kind IN {_one_of(BlockKind)}),
+            block_kind text CHECK (block_kind IS NULL OR block_kind IN {_KINDS}),
             summary text,
             result text,
             failure_count integer NOT NULL DEFAULT 0 CHECK (failure_count >= 0),
@@ -214,6 +225,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
              END IF;
              RAISE EXCEPTION 'events are append-only';
            END $$""",
+    ),
+    (
+        "ALTER TABLE tasks DROP CONSTRAINT tasks_block_kind_check",
+        "ALTER TABLE tasks ADD CONSTRAINT tasks_block_kind_check CHECK "
+        f"(block_kind IS NULL OR block_kind IN {_in((*FIRST_BLOCK_KINDS, BUDGET_KIND))})",
+        *BUDGET_COLUMNS,
     ),
 )
 

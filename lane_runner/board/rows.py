@@ -44,6 +44,8 @@ def task_from_row(row: Row, board: str, parents: tuple[str, ...]) -> Task:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         max_retries=row["max_retries"],
+        max_cost_usd=row["max_cost_usd"],
+        max_tokens=row["max_tokens"],
     )
 
 

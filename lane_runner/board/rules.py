@@ -73,6 +73,10 @@ def checked_task(new: NewTask) -> NewTask:
     for parent in new.parents:
         check_name("parent task id", parent)
     _check_limits(new.goal_turns, new.max_runtime, new.max_retries)
+    if new.max_cost_usd is not None and not new.max_cost_usd > 0:
+        raise UsageError(f"max cost must be more than 0 dollars, not {new.max_cost_usd:g}")
+    if new.max_tokens is not None and not new.max_tokens > 0:
+        raise UsageError(f"max tokens must be more than 0, not {new.max_tokens}")
     return replace(
         new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
     )

@@ -146,6 +146,21 @@ CONTROLS_STEP: tuple[str, ...] = (
 )
 
 
+#: The block kinds the first schema allowed; later steps widen the check (never edit a
+#: released step, so the first one keeps naming exactly these).
+FIRST_BLOCK_KINDS = ("capability", "transient", "needs_input", "gave_up")
+#: A task's own budget (issue 30), the same DDL on every backend; each backend also
+#: lets ``block_kind`` say ``budget`` in its own way (``BUDGET_KIND``).
+BUDGET_COLUMNS: tuple[str, ...] = (
+    "ALTER TABLE tasks ADD COLUMN max_cost_usd double precision "
+    "CHECK (max_cost_usd IS NULL OR max_cost_usd > 0)",
+    "ALTER TABLE tasks ADD COLUMN max_tokens bigint CHECK (max_tokens IS NULL OR max_tokens > 0)",
+)
+BUDGET_KIND = "budget"
+#: A migration statement: SQL, or a function for what static SQL cannot say.
+Statement = str | Callable[[Connection], None]
+
+
 @lru_cache(maxsize=256)
 def pyformat(statement: str) -> str:
     """``:name`` placeholders as psycopg's ``%(name)s`` (and a literal ``%`` doubled)."""
@@ -153,7 +168,7 @@ def pyformat(statement: str) -> str:
 
 
 def upgrade(
-    connection: Connection, version: int, migrations: Sequence[Sequence[str]], where: str
+    connection: Connection, version: int, migrations: Sequence[Sequence[Statement]], where: str
 ) -> bool:
     """Bring a schema at ``version`` up to date; True when a step ran.
 
@@ -168,7 +183,10 @@ def upgrade(
         )
     for step in migrations[version:]:
         for statement in step:
-            connection.execute(statement)
+            if callable(statement):
+                statement(connection)
+            else:
+                connection.execute(statement)
     return version < len(migrations)
 
 
@@ -333,13 +351,15 @@ class SqlBoard:
             self._q(
                 connection,
                 "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
-                "workspace, max_runtime, goal_turns, max_retries, created_at, updated_at) "
+                "workspace, max_runtime, goal_turns, max_retries, max_cost_usd, max_tokens, "
+                "created_at, updated_at) "
                 "VALUES (:board, :id, :title, :body, :status, :assignee, :priority, :workspace, "
-                ":max_runtime, :goal_turns, :max_retries, :now, :now)",
+                ":max_runtime, :goal_turns, :max_retries, :max_cost_usd, :max_tokens, :now, :now)",
                 id=task_id, title=new.title, body=new.body,
                 status=rules.initial_status(statuses).value, assignee=new.assignee,
                 priority=new.priority, workspace=new.workspace, max_runtime=new.max_runtime,
-                goal_turns=new.goal_turns, max_retries=new.max_retries, now=now,
+                goal_turns=new.goal_turns, max_retries=new.max_retries,
+                max_cost_usd=new.max_cost_usd, max_tokens=new.max_tokens, now=now,
             )
             for position, parent in enumerate(new.parents):
                 self._q(

@@ -40,13 +40,17 @@ from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.fileconn import FileConnection, Identity
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
-from lane_runner.board.model import BlockKind, Outcome, Status
+from lane_runner.board.model import Outcome, Status
 from lane_runner.board.sql import (
+    BUDGET_COLUMNS,
+    BUDGET_KIND,
     CONTROLS_STEP,
+    FIRST_BLOCK_KINDS,
     BoardLock,
     Connection,
     Notify,
     SqlBoard,
+    Statement,
     Work,
     upgrade,
 )
@@ -68,11 +72,11 @@ def _in(values: Sequence[str]) -> str:
 
 _STATUSES = _in([s.value for s in Status])
 _OUTCOMES = _in([o.value for o in Outcome])
-_KINDS = _in([k.value for k in BlockKind])
+_KINDS = _in(FIRST_BLOCK_KINDS)  # the first step's; the budget step adds its own
 
 # Forward migrations: step n brings a board from user_version n to n + 1. Append
 # steps; never edit a released one.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
         f"""CREATE TABLE tasks (
             id TEXT PRIMARY KEY,
@@ -157,7 +161,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                             AND tasks.id = OLD.task_id AND tasks.status = 'archived')
            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
     ),
+    (*BUDGET_COLUMNS, lambda connection: _allow_budget_kind(connection)),
 )
+
+
+def _allow_budget_kind(connection: Connection) -> None:
+    """Let ``block_kind`` say ``budget``: SQLite cannot alter a CHECK, so the table's
+    stored definition is edited in place, which SQLite documents for changes that
+    leave every stored row valid (a check that allows one value more), then the schema
+    version is advanced so every connection reads the new definition."""
+    old = _KINDS
+    new = _in([*FIRST_BLOCK_KINDS, BUDGET_KIND])
+    version = connection.execute("PRAGMA schema_version").fetchone()[0]
+    connection.execute("PRAGMA writable_schema = ON")
+    try:
+        connection.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
+            "WHERE type = 'table' AND name = 'tasks'", (old, new))
+        connection.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        connection.execute("PRAGMA writable_schema = OFF")
+    sql = connection.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'tasks'").fetchone()[0]
+    if new not in sql:
+        raise BoardUnavailable("the tasks table's block_kind check could not be widened "
+                               "for 'budget'; the board is left at its schema")
 
 
 

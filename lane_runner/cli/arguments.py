@@ -36,3 +36,14 @@ def seconds(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"more than 0 seconds, not {text}")
     return value
+
+
+def dollars(text: str) -> float:
+    """A positive, finite amount of US dollars."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"dollars such as 2.50, not {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"more than 0 dollars, not {text}")
+    return value

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "demo_cmd",
     "journal_cmd",
     "status_cmd",
+    "usage_cmd",
     "doctor_cmd",
     "health_cmd",
     "logs_cmd",

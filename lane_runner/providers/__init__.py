@@ -13,16 +13,19 @@ from lane_runner.providers.model import Attempt, Classification, Progress, Provi
 from lane_runner.providers.registry import ADAPTERS, NAMES, adapter
 from lane_runner.providers.run import run_attempt
 from lane_runner.providers.supervisor import user_ids
+from lane_runner.providers.usage import LimitNotice, UsageReport
 
 __all__ = [
     "ADAPTERS",
     "NAMES",
     "Attempt",
     "Classification",
+    "LimitNotice",
     "Login",
     "Progress",
     "Provider",
     "ProviderRequest",
+    "UsageReport",
     "RunsAs",
     "adapter",
     "run_attempt",

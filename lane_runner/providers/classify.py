@@ -27,7 +27,8 @@ _AUTH = re.compile(
 # Words the CLIs use when an account or a service has nothing left to give: a wait or
 # another provider helps, a retry of the same one does not (docs/ARCHITECTURE.md §7).
 _CAPACITY = re.compile(
-    r"usage limit|session limit|rate.?limit|\b429\b|\b529\b|too many requests|overloaded"
+    r"usage limit|session limit|hit your [\w -]*limit|rate.?limit|\b429\b|\b529\b"
+    r"|too many requests|overloaded"
     r"|\bquota\b|insufficient_quota|\bcredits?\b|credit balance|\bexhausted\b|\bcapacity\b"
     # the API failing after the CLI's own retries: codex's 5xx, claude's 5xx
     r"|experiencing high demand|server-side issue",

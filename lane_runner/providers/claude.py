@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from lane_runner.providers import resets
 from lane_runner.providers.adapter import (
     CLIAdapter,
     Login,
@@ -28,6 +29,7 @@ from lane_runner.providers.adapter import (
 )
 from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
+from lane_runner.providers.usage import LimitNotice, UsageReport, tokens
 from lane_runner.urls import is_http_url
 
 DENIED_TOOLS = (
@@ -61,6 +63,19 @@ NO_STRUCTURED_OUTPUT = (
 )
 
 
+#: claude's limit text: "You've hit your 5-hour limit · resets 2:38am (UTC)", "… resets
+#: 8pm (America/New_York)"; further away with a date ("resets Dec 3, 5pm (UTC)").
+_RESETS = re.compile(
+    r"resets (?:(?P<month>[A-Z][a-z]{2})[a-z]* (?P<day>\d{1,2})(?:st|nd|rd|th)?,? (?:at )?)?"
+    r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<meridiem>am|pm)\s*(?:\((?P<zone>[^)]+)\))?",
+    re.I,
+)
+_LIMIT_WORDS = re.compile(r"hit your [^.·\n]*limit|usage limit|session limit", re.I)
+#: The model name claude gives the messages it makes up itself (an API error shown as
+#: an assistant message): no model spent anything on them.
+SYNTHETIC_MODEL = "<synthetic>"
+
+
 def settings_text() -> str:
     """The settings file's content, as the runner writes it for ``--settings``."""
     return json.dumps(SETTINGS, indent=2) + "\n"
@@ -90,6 +105,7 @@ def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: st
         "auto",
         "--settings",
         str(req.settings_path),
+        *budget_flags(req.max_budget_usd),
         "--disallowedTools",
         *DENIED_TOOLS,
         "--resume" if resume else "--session-id",
@@ -118,6 +134,14 @@ def track_tools(tools: set[str], event: dict[str, Any]) -> None:
             tools.discard(str(block.get("tool_use_id")))
 
 
+def budget_flags(dollars: float | None) -> list[str]:
+    """``--max-budget-usd`` for what is left of the task's budget: claude stops itself
+    there, besides the runner's own watch of the spend."""
+    if dollars is None:
+        return []
+    return ["--max-budget-usd", f"{max(dollars, 0.0):.4f}"]
+
+
 def observe(reading: Reading, event: dict[str, Any]) -> bool:
     """Fold one event into ``reading``; True unless it is API retry chatter."""
     session_id = event.get("session_id")
@@ -128,8 +152,21 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
         return False
     if kind == "assistant" and isinstance(event.get("error"), str):
         reading.signals.add_error(event["error"])
+    if kind == "assistant":
+        _read_message(reading, event)
+    if kind == "rate_limit_event":
+        reading.limit = rate_limit_of(event) or reading.limit
+        return False
     if kind == "result":
         reading.finished = True
+        report = result_usage_of(event, reading.session_id)
+        if report is not None:
+            reading.usage.append(report)
+        if event.get("is_error") is True:
+            said = limit_of(
+                str(event.get("result") or ""), reading.clock(), reading.zone, reading.limit
+            )
+            reading.limit = said or reading.limit
         if event.get("is_error") is True:
             reading.signals.result_is_error = True
             for text in [event.get("result"), *(event.get("errors") or [])]:
@@ -142,6 +179,100 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
             if reading.candidate is None:
                 reading.unanswered = NO_STRUCTURED_OUTPUT
     return True
+
+
+def _read_message(reading: Reading, event: dict[str, Any]) -> None:
+    """An assistant message's usage (one model response), and a limit it may announce."""
+    message = event.get("message")
+    if not isinstance(message, dict):
+        return
+    report = message_usage_of(message, reading.session_id)
+    if report is not None:
+        reading.usage.append(report)
+    for block in message.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "text":
+            said = limit_of(
+                str(block.get("text") or ""), reading.clock(), reading.zone, reading.limit
+            )
+            reading.limit = said or reading.limit
+
+
+def message_usage_of(message: dict[str, Any], session_id: str | None) -> UsageReport | None:
+    """One response's usage as the stream shows it: its input is final, its output is
+    only what the response began with (the final count comes with ``result``), so it
+    is what a response of an attempt killed before its ``result`` is known to have spent."""
+    usage, model, key = message.get("usage"), message.get("model"), message.get("id")
+    if not isinstance(usage, dict) or not isinstance(model, str) or not isinstance(key, str):
+        return None
+    if model == SYNTHETIC_MODEL:
+        return None
+    counts = tokens(
+        input=usage.get("input_tokens"),
+        cached_input=usage.get("cache_read_input_tokens"),
+        cache_write=usage.get("cache_creation_input_tokens"),
+        output=usage.get("output_tokens"),
+    )
+    return UsageReport("message", session_id, {model: counts}, key=key)
+
+
+def result_usage_of(event: dict[str, Any], session_id: str | None) -> UsageReport | None:
+    """``result``'s ``modelUsage``: tokens and dollars per model, counted across every
+    ``--resume`` of the session that ended normally (``usage`` is this invocation's
+    only, so it is not the one read)."""
+    per_model = event.get("modelUsage")
+    if not isinstance(per_model, dict):
+        return None
+    models: dict[str, dict[str, int]] = {}
+    costs: dict[str, float] = {}
+    for model, figures in per_model.items():
+        if not isinstance(figures, dict) or model == SYNTHETIC_MODEL:
+            continue
+        models[model] = tokens(
+            input=figures.get("inputTokens"),
+            cached_input=figures.get("cacheReadInputTokens"),
+            cache_write=figures.get("cacheCreationInputTokens"),
+            output=figures.get("outputTokens"),
+            reasoning=figures.get("thinkingTokens"),
+        )
+        cost = figures.get("costUSD")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+            costs[model] = float(cost)
+    if not models:
+        return None
+    return UsageReport("cumulative", session_id, models, costs)
+
+
+def rate_limit_of(event: dict[str, Any]) -> LimitNotice | None:
+    """A ``rate_limit_event`` that refuses (``status: rejected``), with its ``resetsAt``;
+    ``allowed`` and ``allowed_warning`` are no limit yet."""
+    info = event.get("rate_limit_info")
+    if not isinstance(info, dict) or info.get("status") != "rejected":
+        return None
+    at = info.get("resetsAt")
+    kind = info.get("rateLimitType") or "usage"
+    moment = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return LimitNotice(f"claude rate_limit_event: {kind} limit rejected", moment)
+
+
+def limit_of(
+    text: str, now: float, zone_name: str | None = None, known: LimitNotice | None = None
+) -> LimitNotice | None:
+    """A usage limit in claude's words, with the reset its "resets …" names (in the zone
+    it names, else the CLI's ``zone_name``); a reset a ``rate_limit_event`` already gave
+    (``known``) stands where the words name none."""
+    if not _LIMIT_WORDS.search(text):
+        return None
+    earlier = known.resets_at if known is not None else None
+    found = _RESETS.search(text)
+    if found is None:
+        return LimitNotice(text[:500], earlier)
+    parts = found.groupdict()
+    where = resets.zone(parts["zone"] or zone_name)
+    moment = None if where is None else resets.wall_time(
+        now, where, int(parts["hour"]), int(parts["minute"] or 0), parts["meridiem"],
+        month=parts["month"], day=int(parts["day"]) if parts["day"] else None,
+    )
+    return LimitNotice(text[:500], earlier if earlier is not None else moment)
 
 
 def root_refusal(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import files, redact
+from lane_runner.providers import resets
 from lane_runner.providers.adapter import (
     CLIAdapter,
     Login,
@@ -29,6 +30,7 @@ from lane_runner.providers.adapter import (
 )
 from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
+from lane_runner.providers.usage import LimitNotice, UsageReport, tokens
 from lane_runner.urls import is_http_url
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,14 @@ ROUTED_KEYS = frozenset({"model", "model_reasoning_effort"})
 #: Providers codex knows without a ``model_providers.<id>`` table.
 BUILT_IN_PROVIDERS = frozenset({"openai", "oss", "ollama", "lmstudio"})
 _KEY_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+#: codex's usage-limit text names the reset in its local zone: "try again at 3:28 PM",
+#: or with a date when it is not today, "try again at Dec 2nd, 2026 2:38 AM".
+_TRY_AGAIN = re.compile(
+    r"try again at (?:(?P<month>[A-Z][a-z]{2})[a-z]* (?P<day>\d{1,2})(?:st|nd|rd|th)?,? "
+    r"(?P<year>\d{4}),? )?(?P<hour>\d{1,2}):(?P<minute>\d{2})\s*(?P<meridiem>AM|PM)",
+    re.I,
+)
+_USAGE_LIMIT = re.compile(r"usage limit", re.I)
 
 
 def overrides(table: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,16 +242,22 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
             reading.session_id = thread_id
         return True
     if kind == "error":
-        reading.signals.add_error(str(event.get("message", "")))
+        message = str(event.get("message", ""))
+        reading.signals.add_error(message)
+        reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
         return False
     if kind == "turn.failed":
         error = event.get("error")
-        message = error.get("message") if isinstance(error, dict) else error
-        reading.signals.add_error(str(message or "turn failed"))
+        message = str((error.get("message") if isinstance(error, dict) else error) or "")
+        reading.signals.add_error(message or "turn failed")
+        reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
         reading.finished = True
         return True
     if kind == "turn.completed":
         reading.finished = True
+        report = usage_of(event, reading.session_id, reading.model)
+        if report is not None:
+            reading.usage.append(report)
         if reading.candidate is None:
             reading.unanswered = NO_FINAL_MESSAGE
         return True
@@ -251,6 +267,43 @@ def observe(reading: Reading, event: dict[str, Any]) -> bool:
     if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
         reading.candidate = result_object(item.get("text")) or reading.candidate
     return True
+
+
+def usage_of(event: dict[str, Any], thread_id: str | None, model: str) -> UsageReport | None:
+    """``turn.completed.usage`` as a report: the thread's running total (a resumed thread
+    counts on from where it was, the turns of a killed attempt included), for the model
+    the attempt ran. ``input_tokens`` includes the cached and cache-written ones and
+    ``output_tokens`` the reasoning ones, as in OpenAI's usage."""
+    usage = event.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    counts = tokens(
+        input=usage.get("input_tokens"),
+        cached_input=usage.get("cached_input_tokens"),
+        cache_write=usage.get("cache_write_input_tokens"),
+        output=usage.get("output_tokens"),
+        reasoning=usage.get("reasoning_output_tokens"),
+    )
+    counts["input"] = max(0, counts["input"] - counts["cached_input"] - counts["cache_write"])
+    return UsageReport("cumulative", thread_id, {model: counts})
+
+
+def limit_of(text: str, now: float, zone_name: str | None) -> LimitNotice | None:
+    """A usage limit in codex's words, with the reset its "try again at" names (read in
+    the CLI's zone ``zone_name``), or None when the text is no usage limit."""
+    if not _USAGE_LIMIT.search(text):
+        return None
+    found = _TRY_AGAIN.search(text)
+    where = resets.zone(zone_name)
+    if found is None or where is None:
+        return LimitNotice(text[:500], None)
+    parts = found.groupdict()
+    moment = resets.wall_time(
+        now, where, int(parts["hour"]), int(parts["minute"]), parts["meridiem"],
+        month=parts["month"], day=int(parts["day"]) if parts["day"] else None,
+        year=int(parts["year"]) if parts["year"] else None,
+    )
+    return LimitNotice(text[:500], moment)
 
 
 def file_result(result_file: Path) -> dict[str, Any] | None:

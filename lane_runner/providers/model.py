@@ -14,6 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lane_runner.providers.usage import LimitNotice, UsageReport
+
 
 class Classification(StrEnum):
     """Why an attempt ended, as the daemon acts on it (retry, fall back, block)."""
@@ -64,6 +66,10 @@ def _ignore_session(_session_id: str) -> None:
     return None
 
 
+def _ignore_usage(_report: UsageReport) -> None:
+    return None
+
+
 @dataclass
 class ProviderRequest:
     """One provider CLI attempt, fully described; ``run_attempt`` does the rest."""
@@ -103,6 +109,10 @@ class ProviderRequest:
     the environment instead."""
     closing_grace: float = 5.0
     """How long the CLI may take to exit after its final answer before its tree is ended."""
+    on_usage: Callable[[UsageReport], None] = _ignore_usage
+    """Called with each usage figure the moment the CLI reports it (the ledger's input)."""
+    max_budget_usd: float | None = None
+    """What is left of the task's dollar budget, for a CLI that can stop itself there."""
     retry_result_file: Path | None = None
     """Codex ``-o`` file for the fresh thread after an unknown-thread resume;
     defaults to a sibling of ``result_file`` so no file is ever written twice."""
@@ -121,3 +131,5 @@ class Attempt:
     tail: str
     result_file: Path | None = None
     argv: list[str] = field(default_factory=list)
+    limit: LimitNotice | None = None
+    """A usage limit the CLI reported during the attempt, with its reset if it said one."""

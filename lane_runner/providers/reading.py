@@ -7,12 +7,15 @@ handed to ``classify``.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from lane_runner.providers.classify import Signals
+from lane_runner.providers.usage import LimitNotice, UsageReport
 
 RESULT_STATUSES = frozenset({"completed", "incomplete", "blocked"})
 
@@ -32,6 +35,22 @@ class Reading:
     unanswered: str | None = None
     """Set by the adapter when the CLI ended its turn cleanly without an answer: why,
     in words the next attempt is told."""
+    model: str = ""
+    """The model the attempt was started with: codex's usage does not name it."""
+    usage: list[UsageReport] = field(default_factory=list)
+    """Usage the CLI reported and nobody has taken yet (``take_usage``)."""
+    limit: LimitNotice | None = None
+    """The latest usage limit the CLI reported, with its reset when it said one."""
+    zone: str | None = None
+    """The CLI's local time zone (its ``TZ``; None: the host's), for reset times it
+    prints without one."""
+    clock: Callable[[], float] = time.time
+    """The wall clock a reset time said without a date is the next one after."""
+
+    def take_usage(self) -> list[UsageReport]:
+        """The usage reported since the last call, each report handed over once."""
+        taken, self.usage = self.usage, []
+        return taken
 
 
 def result_object(value: object) -> dict[str, Any] | None:

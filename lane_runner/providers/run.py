@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lane_runner import clock
 from lane_runner.providers.adapter import Provider
 from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
@@ -31,7 +32,8 @@ def run_attempt(req: ProviderRequest) -> Attempt:
 def _run(
     cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None
 ) -> Attempt:
-    reading = Reading(session_id=req.session_id if req.resume else None)
+    reading = Reading(session_id=req.session_id if req.resume else None, model=req.model,
+                      zone=req.env.get("TZ"), clock=clock.now)
 
     def on_event(event: dict[str, Any]) -> bool:
         before = reading.session_id
@@ -39,6 +41,8 @@ def _run(
         meaningful = cli.observe(reading, event)
         if reading.session_id and reading.session_id != before:
             req.on_session(reading.session_id)
+        for report in reading.take_usage():
+            req.on_usage(report)
         return meaningful
 
     task_log = TaskLog(req.log_path, req.rotate_bytes)
@@ -71,7 +75,7 @@ def _run(
         ).run()
         file_answer = cli.file_result(result_file) if result_file else None
         attempt = conclude(reading, ended, file_answer)
-        attempt.argv, attempt.result_file = argv, result_file
+        attempt.argv, attempt.result_file, attempt.limit = argv, result_file, reading.limit
         task_log.note(f"{req.provider} ended: {attempt.classification}: {attempt.reason}")
     finally:
         task_log.close()

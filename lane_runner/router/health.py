@@ -2,7 +2,10 @@
 
 ``provider-health/<provider>.json`` is written when a run fails for capacity,
 authentication or a refused invocation (``misconfigured``: the CLI's own words on
-why it would not run what the runner built) and cleared after a success. A fresh
+why it would not run what the runner built) and cleared after a success. A usage
+limit whose reset the CLI named (``until``) keeps the provider unavailable exactly
+until then, however long that is: routing goes around it, and tasks only it could
+serve wait for the reset (``limit_wait``) instead of cooling down blind. A fresh
 "unavailable" record steers automatic routing away from that provider. An
 authentication failure stays fresh much longer than a capacity one: nobody logs a
 CLI back in within minutes. Files are replaced atomically, and a file that cannot
@@ -11,6 +14,7 @@ be read or trusted counts as "unknown" (never as a reason to crash or to exclude
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Iterable
@@ -43,10 +47,15 @@ class ProviderHealth:
     checked_at: float
     misconfigured: bool = False
     """The CLI refused the runner's own invocation; absent in older files (False)."""
+    until: float | None = None
+    """When the usage limit the CLI reported resets; None when it named no reset."""
 
     def fresh(self, now: float) -> bool:
         """Recent enough to act on; a stamp from the future is not trusted. Like a lost
-        login, a misconfiguration is not fixed within minutes, so it stays fresh as long."""
+        login, a misconfiguration is not fixed within minutes, so it stays fresh as long.
+        A usage limit with a reset is fresh exactly until that reset."""
+        if self.until is not None and self.state == "unavailable":
+            return self.checked_at <= now < self.until
         quick = self.authenticated and not self.misconfigured
         window = FRESH_SECONDS if quick else AUTH_FRESH_SECONDS
         return 0 <= now - self.checked_at <= window
@@ -71,6 +80,7 @@ class ProviderHealth:
         reason = document.get("reason", "")
         checked_at = document.get("checked_at", modified)
         misconfigured = document.get("misconfigured", False)
+        until = document.get("until")
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}")
         if state not in ("available", "unavailable"):
@@ -81,7 +91,10 @@ class ProviderHealth:
             raise ValueError("reason must be a string")
         if isinstance(checked_at, bool) or not isinstance(checked_at, int | float):
             raise ValueError("checked_at must be a number")
-        return cls(provider, state, authenticated, reason, float(checked_at), misconfigured)
+        if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
+            raise ValueError("until must be a number or null")
+        return cls(provider, state, authenticated, reason, float(checked_at), misconfigured,
+                   None if until is None else float(until))
 
 
 def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[str, str] | None:
@@ -95,6 +108,8 @@ def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[st
     if len(down) != 1:
         return None
     health = down[0]
+    if health.until is not None:
+        return health.provider, f"{limit_words(health)} ({health.reason})"
     minutes = max(0, int((now - health.checked_at) // 60))
     what = (
         "is misconfigured"
@@ -117,6 +132,33 @@ def exclusion_for(
     if assignee != AUTO_ASSIGNEE:
         return None
     return excluded_provider(healths, now)
+
+
+def limit_words(health: ProviderHealth) -> str:
+    """``usage limit until 20:00 UTC`` (with the day when it is not today's)."""
+    assert health.until is not None
+    moment = datetime.datetime.fromtimestamp(health.until, datetime.UTC)
+    checked = datetime.datetime.fromtimestamp(health.checked_at, datetime.UTC)
+    shown = moment.strftime("%H:%M UTC")
+    if moment.date() != checked.date():
+        shown = moment.strftime("%Y-%m-%d %H:%M UTC")
+    return f"usage limit until {shown}"
+
+
+def limit_wait(
+    providers: Iterable[str], healths: Iterable[ProviderHealth], now: float
+) -> tuple[float, str] | None:
+    """When every provider in ``providers`` (those a task may use) is under a usage
+    limit with a known reset: the earliest reset, and why the task waits for it.
+    None when one of them may still be tried."""
+    limited = {h.provider: h for h in healths if h.until is not None and h.fresh(now)}
+    wanted = list(dict.fromkeys(providers))
+    if not wanted or any(p not in limited for p in wanted):
+        return None
+    first = min((limited[p] for p in wanted), key=lambda h: h.until or 0.0)
+    assert first.until is not None
+    said = "; ".join(f"{p}: {limit_words(limited[p])}" for p in wanted)
+    return first.until, f"waiting for a usage limit to reset ({said})"
 
 
 def health_file(directory: Path, provider: str) -> Path:
@@ -183,6 +225,22 @@ def record_failure(
         reason=bounded(reason, MAX_HEALTH_REASON_CHARS),
         checked_at=time.time() if now is None else now,
         misconfigured=kind == "misconfigured",
+    )
+    _write(health_file(directory, provider), health)
+    return health
+
+
+def record_limit(
+    directory: Path, provider: str, words: str, until: float, now: float
+) -> ProviderHealth:
+    """Mark ``provider`` unavailable until ``until``, the reset its CLI named (``words``)."""
+    health = ProviderHealth(
+        provider=provider,
+        state="unavailable",
+        authenticated=True,
+        reason=bounded(words, MAX_HEALTH_REASON_CHARS),
+        checked_at=now,
+        until=until,
     )
     _write(health_file(directory, provider), health)
     return health

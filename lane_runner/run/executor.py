@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
 from journal import names as journal_names
-from lane_runner import display, files, redact
+from lane_runner import clock, display, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
@@ -29,12 +29,14 @@ from lane_runner.providers import (
     Attempt,
     Classification,
     ProviderRequest,
+    UsageReport,
     run_attempt,
     worker_environment,
 )
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
 from lane_runner.run import (
+    budget,
     command,
     cycling,
     decide,
@@ -48,7 +50,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import breaker, leftovers, metrics
+from lane_runner.service import breaker, ledger, leftovers, metrics
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ T = TypeVar("T")
 #: The least wait between two tries of a run's ending on an unavailable board; the
 #: board's rest (``service/resting.py``) usually sets a longer one.
 RETRY_PAUSE = 0.5
+#: Steps that move away from a provider without capacity: when every provider is under
+#: a usage limit with a known reset, the run waits for the reset instead.
+WAITS_FOR_CAPACITY = frozenset({decide.Step.FALLBACK, decide.Step.COOLDOWN})
 
 
 class RunEnd(enum.StrEnum):
@@ -113,6 +118,12 @@ class RunExecutor:
         self.started = self.noted_at = time.monotonic()  # noted_at: progress_note_interval
         self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
         self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
+        self.over_budget: str | None = None  # why the spend crossed the budget, once it did
+        cfg = services.cfg
+        self.budget = budget.of(
+            self.task.max_cost_usd, self.task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
+            cfg.daily_budget_usd, self.task.board,
+        )
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> RunReport:
@@ -174,6 +185,12 @@ class RunExecutor:
             self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
         if self._earlier_result_waits():
             return self._redeliver()
+        spent = self._budget_crossed()
+        if spent is not None:
+            return self._budget_spent(spent)
+        wait = self._limit_wait()
+        if wait is not None:
+            return self._park(*wait)
         unfit = self._before_work(prepared)
         if unfit is not None:
             return self._hook_failed(unfit, prepared)
@@ -230,6 +247,11 @@ class RunExecutor:
                     time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
                     fell_back=self.fell_back,
                 )
+            if self.over_budget is not None and decision.step is not decide.Step.ACCEPT:
+                return self._budget_spent(self.over_budget)  # an answer given is kept
+            wait = self._limit_wait() if decision.step in WAITS_FOR_CAPACITY else None
+            if wait is not None:
+                return self._park(*wait)
             log.info(
                 "%s/%s run %s turn %s: %s -> %s (%s)",
                 self.task.board,
@@ -430,7 +452,7 @@ class RunExecutor:
 
     def _route(self, task_context: str) -> Route:
         lane = self.task.assignee or AUTO_ASSIGNEE
-        avoid = plan.exclusion(self.s.home, lane) or self._broken_exclusion(lane)
+        avoid = plan.exclusion(self.s.home, lane, clock.now()) or self._broken_exclusion(lane)
         route = plan.ask_route(self.s.router, task_context, lane, avoid)
         self._record_route(route)
         return route
@@ -637,6 +659,8 @@ class RunExecutor:
             request,
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
+            on_usage=lambda report: self._on_usage(provider, n, report),
+            max_budget_usd=budget.dollars_left(self.budget, *self._spend()),
             cancel=self.cancel,
             on_progress=lambda progress: self.s.activity.progress(self.run.id, progress),
         )
@@ -661,6 +685,59 @@ class RunExecutor:
         for n in attempts:
             if n is not None:
                 self._provider_result_file(n).unlink(missing_ok=True)
+
+    def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
+        """The task's spend over all its runs, and its board's over today (UTC)."""
+        records = self.s.ledger.records(self.task.board)
+        today = ledger.day_of(clock.now())
+        return (
+            ledger.total(r for r in records if r["task_id"] == self.task.id),
+            ledger.total(r for r in records if r["day"] == today),
+        )
+
+    def _budget_crossed(self) -> str | None:
+        return budget.crossed(self.budget, *self._spend())
+
+    def _on_usage(self, provider: str, n: int, report: UsageReport) -> None:
+        """Put what the CLI just said it spent in the ledger, durably, before anything else
+        happens to the attempt; a spend past the budget ends the attempt's tree."""
+        attempt = ledger.Attempt(self.task.board, self.task.id, self.run.id, n, provider)
+        try:
+            added = self.s.ledger.record(attempt, report, self.s.cfg.prices, clock.now())
+        except OSError as error:
+            # The attempt goes on: stopping it would waste what was spent. Only this
+            # figure is missing from the ledger, and the log says so.
+            log.error("usage of %s/%s run %s attempt %s not recorded: %s", self.task.board,
+                      self.task.id, self.run.id, n, error)
+            return
+        metrics.spent(added)
+        why = self._budget_crossed() if added else None
+        if why is not None and self.over_budget is None:
+            log.info("run %s: %s; ending the attempt", self.run.id, why)
+            self.over_budget = why
+            self.cancel.set()
+
+    def _limit_wait(self) -> tuple[float, str] | None:
+        """When every provider is under a usage limit whose reset its CLI named: the
+        earliest reset, and why (``router/health.py``)."""
+        healths = health.read_all(self.s.home.provider_health)
+        return health.limit_wait(PROVIDERS, healths, clock.now())
+
+    def _park(self, until: float, why: str) -> RunReport:
+        """Back to ready, claimable at the reset: not a failure, and not a cooldown either
+        (it does not count towards ``cooldown_limit``); a goal turn that could not run is
+        not spent."""
+        if self.turn_begun:
+            self.state.goal_turn -= 1
+            self.turn_begun = False
+        self._save_state_if_possible()
+        seconds = max(0.0, until - clock.now())
+        self._note(f"{why}; the task waits until then")
+        return self._requeue(why, why, seconds)
+
+    def _budget_spent(self, why: str) -> RunReport:
+        """The budget is spent: blocked ``budget`` with the spend, for a person to raise it."""
+        return self._block(f"budget spent: {why}", BlockKind.BUDGET)
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""
@@ -753,7 +830,16 @@ class RunExecutor:
 
     def _record_health(self, provider: str, attempt: Attempt) -> None:
         directory = self.s.home.provider_health
-        if attempt.classification is Classification.CAPACITY:
+        limit, now = attempt.limit, clock.now()
+        if (
+            attempt.classification is Classification.CAPACITY
+            and limit is not None
+            and limit.resets_at is not None
+            and limit.resets_at > now
+        ):
+            health.record_limit(directory, provider, limit.words, limit.resets_at, now)
+            self._note(f"{provider}: {limit.words}")
+        elif attempt.classification is Classification.CAPACITY:
             health.record_failure(directory, provider, "capacity", attempt.reason)
         elif attempt.classification is Classification.AUTH:
             health.record_failure(directory, provider, "auth", attempt.reason)
@@ -943,6 +1029,17 @@ class RunExecutor:
             "judge": self.verdict,
             "changed_files": list(result["changed_files"]),
             "tests_run": list(result["tests_run"]),
+            "usage": self._usage_summary(),
+        }
+
+    def _usage_summary(self) -> dict[str, Any]:
+        """What the task and this run spent, from the ledger, for the completed event."""
+        records = [r for r in self.s.ledger.records(self.task.board)
+                   if r["task_id"] == self.task.id]
+        return {
+            "task": ledger.total(records).to_dict(),
+            "run": ledger.total(r for r in records if r["run_id"] == self.run.id).to_dict(),
+            "by_model": ledger.summarize(records, ("provider", "model")),
         }
 
     def _note_waiting_result(self) -> None:

@@ -139,6 +139,30 @@ def run_ended(board: str, step: str, seconds: float) -> None:
         COMPLETIONS.labels(board).inc()
 
 
+TOKENS = Counter(
+    "lane_runner_tokens",
+    "Tokens the CLIs reported spent, by provider, model and kind (the usage ledger's)",
+    ["provider", "model", "kind"],
+    registry=REGISTRY,
+)
+COST = Counter(
+    "lane_runner_cost_usd",
+    "Dollars spent as the CLI or the price table said, by provider and model",
+    ["provider", "model"],
+    registry=REGISTRY,
+)
+
+
+def spent(records: Iterable[dict[str, Any]]) -> None:
+    """Count what new usage ledger records add."""
+    for record in records:
+        for kind, count in record["tokens"].items():
+            if count:
+                TOKENS.labels(record["provider"], record["model"], kind).inc(count)
+        if record["cost_usd"]:
+            COST.labels(record["provider"], record["model"]).inc(record["cost_usd"])
+
+
 def attempt_ended(provider: str, classification: Classification) -> None:
     if classification is Classification.STALLED:
         STALLS.labels(provider).inc()

@@ -25,6 +25,7 @@ from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service import identity
 from lane_runner.service.activity import Activity
 from lane_runner.service.breaker import Breaker
+from lane_runner.service.ledger import Ledger
 from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
 
@@ -47,12 +48,14 @@ class Services:
     resting: Resting = field(default_factory=Resting)
     slots: ProviderSlots = field(init=False)
     breaker: Breaker = field(init=False)
+    ledger: Ledger = field(init=False)
     run_cancels: dict[int, threading.Event] = field(default_factory=dict)
     """One event per running run: set by ``task stop`` for that run, by shutdown for all."""
 
     def __post_init__(self) -> None:
         self.slots = ProviderSlots(self._caps)
         self.breaker = Breaker(self.home.breaker_file)
+        self.ledger = Ledger(self.home.usage)
         self._configure_breaker()
 
     def _configure_breaker(self) -> None:

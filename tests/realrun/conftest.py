@@ -197,8 +197,10 @@ class RealLane(Lane):
             os.chown(path, worker.uid, worker.gid, follow_symlinks=False)
 
     def environ(self) -> dict[str, str]:
+        """The daemon's and the commands' environment; ``extra_env`` adds to it, and an
+        empty value there takes a variable away."""
         assert self.scratch is not None
-        return {
+        environ = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.root),
             MARK_VARIABLE: self.scratch.mark,
@@ -206,7 +208,9 @@ class RealLane(Lane):
             "ANTHROPIC_API_KEY": "scripted-claude-key",
             "CODEX_HOME": str(self.scratch.path("cli-home", ".codex", directory=True)),
             "CLAUDE_CONFIG_DIR": str(self.scratch.path("cli-home", ".claude", directory=True)),
+            **self.extra_env,
         }
+        return {name: value for name, value in environ.items() if value}
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         assert self.server is not None

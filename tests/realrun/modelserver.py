@@ -31,6 +31,11 @@ the n-th reply (the last one repeats). Replies:
 - ``{"hang": true}``: never send a header (until the client goes away);
 - ``{"cut": reply}``: start streaming ``reply`` and drop the connection midway.
 
+A reply that answers may carry ``"usage"``: the token counts its response reports
+(codex: ``input``, ``cached``, ``output``, ``reasoning``; claude: ``input``,
+``cache_read``, ``cache_write``, ``output``); by default ``1000 * (turn + 1)`` input
+and 50 output. The log's ``usage`` is what a whole answer reported (None otherwise).
+
 Every request is logged as one JSON line (``--log``): the provider, marker, turn, the
 reply given and the whole body the CLI sent. Standard library only, so it also runs
 by hand: ``python3 modelserver.py --script s.json --log l.jsonl --port 8080``.
@@ -121,6 +126,30 @@ def responses_turn(body: dict[str, Any]) -> int:
     return sum(1 for item in body.get("input") or [] if item.get("type") == "function_call_output")
 
 
+def counts(reply: dict[str, Any], turn: int) -> dict[str, int]:
+    """The token counts a reply's response reports (see the module's docstring)."""
+    given = reply.get("usage") or {}
+    return {"input": 1000 * (turn + 1), "output": 50, "cached": 0, "reasoning": 0,
+            "cache_read": 0, "cache_write": 0, **given}
+
+
+def responses_usage(reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    """OpenAI's usage: ``input_tokens`` includes the cached ones, output the reasoning."""
+    n = counts(reply, turn)
+    return {"input_tokens": n["input"], "input_tokens_details": {"cached_tokens": n["cached"]},
+            "output_tokens": n["output"],
+            "output_tokens_details": {"reasoning_tokens": n["reasoning"]},
+            "total_tokens": n["input"] + n["output"]}
+
+
+def messages_usage(reply: dict[str, Any], turn: int) -> dict[str, int]:
+    """Anthropic's usage: input, cache reads and cache writes are apart."""
+    n = counts(reply, turn)
+    return {"input_tokens": n["input"], "output_tokens": n["output"],
+            "cache_creation_input_tokens": n["cache_write"],
+            "cache_read_input_tokens": n["cache_read"]}
+
+
 def responses_events(reply: dict[str, Any], turn: int) -> list[dict[str, Any]]:
     """The Responses stream for one reply: output items, then ``response.completed``."""
     response_id = _id("resp")
@@ -132,9 +161,7 @@ def responses_events(reply: dict[str, Any], turn: int) -> list[dict[str, Any]]:
         text = json.dumps(reply["answer"]) if "answer" in reply else str(reply.get("say", ""))
         item = {"type": "message", "role": "assistant", "id": _id("msg"),
                 "content": [{"type": "output_text", "text": text}]}
-    usage = {"input_tokens": 1000 * (turn + 1), "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 1000 * (turn + 1) + 50}
+    usage = responses_usage(reply, turn)
     return [
         {"type": "response.created", "response": {"id": response_id}},
         {"type": "response.output_item.added", "output_index": 0, "item": item},
@@ -190,13 +217,12 @@ def _tool_use(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def messages_message(body: dict[str, Any], content: list[dict[str, Any]], stop: str,
-                     turn: int) -> dict[str, Any]:
+                     turn: int, reply: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": _id("msg"), "type": "message", "role": "assistant",
         "model": body.get("model", "claude"), "content": content, "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {"input_tokens": 1000 * (turn + 1), "output_tokens": 50,
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "usage": messages_usage(reply, turn),
     }
 
 
@@ -255,9 +281,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._json(404, {"error": f"no such endpoint {self.path}"})
             return
         marker, attempt, reply = self.server.script.reply(provider, raw, turn)
+        answers = not ({"error", "hang", "cut"} & set(reply))
+        usage = None if not answers else (
+            responses_usage(reply, turn) if provider == "codex" else messages_usage(reply, turn))
         self.server.log.write({
             "at": time.time(), "provider": provider, "path": self.path, "marker": marker,
-            "turn": turn, "attempt": attempt, "reply": reply, "body": body,
+            "turn": turn, "attempt": attempt, "reply": reply, "body": body, "usage": usage,
             "session": self.headers.get("session-id")
             or self.headers.get("x-claude-code-session-id"),
             "headers": {k.lower(): v for k, v in self.headers.items()
@@ -282,7 +311,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             chunks = sse(responses_events(inner, turn))
         else:
             content, stop = messages_content(inner, body)
-            message = messages_message(body, content, stop, turn)
+            message = messages_message(body, content, stop, turn, inner)
             if not body.get("stream"):
                 self._json(200, message)
                 return

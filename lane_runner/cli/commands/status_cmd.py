@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from journal import Journal
+from lane_runner import clock
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
 from lane_runner.board.model import Status, Task
@@ -163,9 +164,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "disk": published.get("disk"),
         },
         "active": active,
-        "providers": [
-            {**asdict(h), "fresh": h.fresh(now)} for h in health.read_all(home.provider_health)
-        ],
+        "providers": _providers(home),
         "boards": _board_counts(cfg, now),
         "breaker": _breaker(home),
         "pending_finalizations": _pending(home, unsafe),
@@ -173,6 +172,17 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         "cooldown_limit": cfg.cooldown_limit,
         "unsafe_directories": unsafe,
     }
+
+
+def _providers(home: Home) -> list[dict[str, Any]]:
+    """Each provider's recorded health, and the usage limit it is under (by the runner's
+    clock, which a test may move: ``lane_runner/clock.py``)."""
+    now = clock.now()
+    return [
+        {**asdict(h), "fresh": h.fresh(now),
+         "limit": health.limit_words(h) if h.until is not None and h.fresh(now) else None}
+        for h in health.read_all(home.provider_health)
+    ]
 
 
 #: Home the cursor and clear the screen: a watching terminal shows one status, not a scroll.
@@ -330,6 +340,9 @@ def _print(document: dict[str, Any], now: float) -> None:
                 for p in providers
             ],
         )
+        for p in providers:
+            if p["limit"]:
+                print(f"{p['provider']}: {p['limit']}")
     else:
         print("providers: no health recorded (no capacity or auth failure seen)")
     print()

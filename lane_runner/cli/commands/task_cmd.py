@@ -16,7 +16,7 @@ from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
-from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.arguments import dollars, seconds, whole
 from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
@@ -35,6 +35,7 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
+from lane_runner.service import ledger
 
 STOP_POLL = 0.2
 
@@ -67,6 +68,17 @@ def register(subparsers: Any) -> None:
         "--max-retries",
         type=whole(0, MAX_RETRIES),
         help="counted failures retried before the task is blocked (default: failure_limit - 1)",
+    )
+    add.add_argument(
+        "--max-cost-usd",
+        type=dollars,
+        help="dollars the task may spend over all its runs; then it is blocked 'budget' "
+        "(default: config max_cost_usd)",
+    )
+    add.add_argument(
+        "--max-tokens",
+        type=whole(1),
+        help="tokens the task may spend over all its runs (default: config max_tokens)",
     )
     add_json_flag(add)
     add.set_defaults(handler=add_task)
@@ -138,6 +150,8 @@ def add_task(args: argparse.Namespace) -> int:
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
         max_retries=args.max_retries,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
     )
     with closing(open_store(cfg)) as store:
         task = store.board(args.board).add_task(new)
@@ -199,10 +213,12 @@ def _cut(text: str | None) -> str | None:
 
 
 def show_task(args: argparse.Namespace) -> int:
-    with closing(_store(args)) as store:
+    cfg = load_config(args)
+    with closing(open_store(cfg)) as store:
         board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
+    spent = usage_of(Home(cfg.home), task)
     if args.json:
         print_json(
             {
@@ -212,12 +228,14 @@ def show_task(args: argparse.Namespace) -> int:
                 "comments": [comment_document(comment) for comment in comments],
                 "delivery": delivery_of(events),
                 "backoff": backoff_of(task, time.time()),
+                "usage": spent,
             }
         )
         return 0
     _print_task(task, runs, events, comments)
     _print_backoff(backoff_of(task, time.time()))
     _print_delivery(delivery_of(events))
+    _print_usage(spent)
     return 0
 
 
@@ -241,6 +259,24 @@ def _print_backoff(backoff: dict[str, Any] | None) -> None:
     why = f"after {failures} counted failure(s)" if failures else "cooling down"
     print(f"\nbacking off ({why}): claimable again in {backoff['seconds_left']:.0f} s, "
           f"at {backoff['until']}")
+
+
+def usage_of(home: Home, task: Task) -> dict[str, Any]:
+    """What the task spent, from this home's usage ledger: in all, per run and per model."""
+    records = [r for r in ledger.read(home.usage_file(task.board)) if r["task_id"] == task.id]
+    return {
+        **ledger.total(records).to_dict(),
+        "by_run": ledger.summarize(records, ("run",)),
+        "by_model": ledger.summarize(records, ("provider", "model")),
+    }
+
+
+def _print_usage(spent: dict[str, Any]) -> None:
+    unknown = "" if spent["cost_complete"] else " (+ spend of unknown cost)"
+    print(f"\nusage: {spent['total_tokens']:,} tokens, ${spent['cost_usd']:.4f}{unknown}")
+    for row in spent["by_model"]:
+        print(f"  {row['provider']}/{row['model']}: {row['total_tokens']:,} tokens, "
+              f"${row['cost_usd']:.4f}")
 
 
 def delivery_of(events: list[Event]) -> dict[str, Any] | None:

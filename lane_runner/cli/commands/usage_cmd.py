@@ -1,0 +1,106 @@
+"""``lane-runner usage``: what the tasks spent, from the usage ledger (never the logs).
+
+Totals by task, board, provider, model or day (``--by``, several allowed), over a
+period of UTC days (``--since`` / ``--until``), for one board or task or all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from lane_runner import clock
+from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.output import print_json, print_table
+from lane_runner.errors import UsageError
+from lane_runner.home import Home
+from lane_runner.names import check_name
+from lane_runner.service import ledger
+
+#: What a row shows per group, in the table.
+HEADERS = ("input", "cached", "cache write", "output", "reasoning", "tokens", "cost $")
+
+
+def register(subparsers: Any) -> None:
+    usage = subparsers.add_parser(
+        "usage", help="tokens and dollars spent, by task, board, provider, model or day"
+    )
+    usage.add_argument("--board", help="one board (default: every board of this home)")
+    usage.add_argument("--task", help="one task (with --board)")
+    usage.add_argument(
+        "--by",
+        action="append",
+        choices=ledger.DIMENSIONS,
+        help="group by this (repeatable; default: board)",
+    )
+    usage.add_argument("--since", help="first UTC day: YYYY-MM-DD, or Nd for the last N days")
+    usage.add_argument("--until", help="last UTC day: YYYY-MM-DD (default: today)")
+    add_json_flag(usage)
+    usage.set_defaults(handler=show_usage)
+
+
+def day(text: str, today: datetime.date, option: str) -> datetime.date:
+    """``YYYY-MM-DD``, or ``Nd``: the day N - 1 days before today (``1d`` is today)."""
+    text = text.strip()
+    if text.endswith("d") and text[:-1].isdigit() and int(text[:-1]) >= 1:
+        return today - datetime.timedelta(days=int(text[:-1]) - 1)
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected a UTC day YYYY-MM-DD or Nd "
+                         "(the last N days)") from None
+
+
+def records(home: Home, board: str | None) -> list[dict[str, Any]]:
+    """Every ledger record of ``board``, or of every board of the home."""
+    if board is not None:
+        return ledger.read(home.usage_file(check_name("board", board)))
+    found: list[dict[str, Any]] = []
+    for path in sorted(home.usage.glob("*.jsonl")) if home.usage.is_dir() else []:
+        found += ledger.read(path)
+    return found
+
+
+def selected(
+    every: Iterable[dict[str, Any]], task: str | None, since: str | None, until: str | None
+) -> list[dict[str, Any]]:
+    return [
+        r for r in every
+        if (task is None or r["task_id"] == task)
+        and (since is None or r["day"] >= since)
+        and (until is None or r["day"] <= until)
+    ]
+
+
+def show_usage(args: argparse.Namespace) -> int:
+    if args.task and not args.board:
+        raise UsageError("--task needs --board: task ids are per board")
+    home = Home(load_config(args).home)
+    today = datetime.datetime.fromtimestamp(clock.now(), datetime.UTC).date()
+    since = day(args.since, today, "--since").isoformat() if args.since else None
+    until = day(args.until, today, "--until").isoformat() if args.until else None
+    if since and until and since > until:
+        raise UsageError(f"--since {since} is after --until {until}")
+    chosen = selected(records(home, args.board), args.task, since, until)
+    by = tuple(dict.fromkeys(args.by or ["board"]))
+    rows = ledger.summarize(chosen, by)
+    total = ledger.total(chosen).to_dict()
+    if args.json:
+        print_json({"since": since, "until": until, "by": list(by), "rows": rows,
+                    "total": total})
+        return 0
+    print_table((*by, *HEADERS), [(*(row[name] for name in by), *_figures(row)) for row in rows])
+    print(f"\ntotal: {total['total_tokens']:,} tokens, ${total['cost_usd']:.4f}"
+          + ("" if total["cost_complete"] else
+             f" (+ {total['unpriced_records']} record(s) of unknown cost: add their model "
+             "to prices)"))
+    return 0
+
+
+def _figures(row: dict[str, Any]) -> tuple[Any, ...]:
+    tokens = row["tokens"]
+    cost = f"{row['cost_usd']:.4f}" + ("" if row["cost_complete"] else "+?")
+    return (tokens["input"], tokens["cached_input"], tokens["cache_write"], tokens["output"],
+            tokens["reasoning"], row["total_tokens"], cost)

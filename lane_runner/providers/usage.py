@@ -1,0 +1,56 @@
+"""What a CLI said about the tokens and money an attempt spent, and about its usage limits.
+
+Each adapter turns its CLI's own events into these two records; everything after
+(attributing the spend to an attempt, the ledger, budgets, provider health) reads
+only them, never a CLI's event shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+#: Token kinds the ledger keeps, none a part of another except ``reasoning``, which is
+#: the part of ``output`` a model spent thinking (kept for display, never added twice).
+KINDS = ("input", "cached_input", "cache_write", "output", "reasoning")
+#: Kinds whose sum is the tokens an attempt processed (``--max-tokens`` counts these).
+COUNTED = ("input", "cached_input", "cache_write", "output")
+
+Basis = Literal["message", "cumulative"]
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """One usage figure of a CLI.
+
+    ``basis`` says how it adds up. ``message``: one model response, reported once
+    (claude's assistant messages, whose output count is not final). ``cumulative``:
+    the session's running total so far, per model (codex's ``turn.completed`` over
+    its thread, claude's ``result`` ``modelUsage`` and ``total_cost_usd`` across a
+    resume): the ledger takes the difference from what it already holds.
+    """
+
+    basis: Basis
+    session_id: str | None
+    models: dict[str, dict[str, int]]
+    """Tokens by kind (``KINDS``), per model."""
+    cost_usd: dict[str, float] = field(default_factory=dict)
+    """The CLI's own dollar figure per model, where it gives one (claude)."""
+    key: str = ""
+    """A message report's identity (the API message id): never counted twice."""
+
+
+@dataclass(frozen=True)
+class LimitNotice:
+    """A usage limit the CLI reported, and when it says the limit resets (None: unsaid)."""
+
+    words: str
+    resets_at: float | None
+
+
+def tokens(**counts: object) -> dict[str, int]:
+    """Token counts by kind, each a non-negative integer (anything else counts as 0)."""
+    return {
+        kind: value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+        for kind, value in ((kind, counts.get(kind, 0)) for kind in KINDS)
+    }
