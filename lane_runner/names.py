@@ -15,7 +15,9 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 PROVIDERS = ("codex", "claude")
 EFFORTS = ("low", "medium", "high", "xhigh")
 AUTO_ASSIGNEE = "cli-auto"
-_MANUAL = re.compile(r"cli-(codex|claude)-(low|medium|high|xhigh)")
+#: A manual lane's assignee (PostgreSQL's claim function matches it too).
+LANE_PATTERN = r"cli-(codex|claude)-(low|medium|high|xhigh)"
+_MANUAL = re.compile(LANE_PATTERN)
 # A model name goes into a CLI's argv: no leading dash (it would read as an option), no
 # whitespace or control characters (one argument stays one), and a bounded length.
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+\[\]-]{0,127}")
