@@ -55,7 +55,7 @@ def postgres_database() -> Iterator[str]:
 def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The port of a PgBouncer in transaction mode in front of the test server (one per
     pytest process; every database name is forwarded)."""
-    from tests import pgbouncer as bouncer
+    from bench import pgbouncer as bouncer
 
     why = bouncer.missing()
     if why:

@@ -46,8 +46,8 @@ def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 
 def _pgbouncer(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
     """PostgreSQL through a PgBouncer in transaction mode: no LISTEN there, so stores poll."""
+    from bench.pgbouncer import through
     from lane_runner.board.postgres import PostgresStore
-    from tests.pgbouncer import through
 
     port: int = request.getfixturevalue("pgbouncer")
     url = through(request.getfixturevalue("postgres_database"), port)

@@ -1,4 +1,4 @@
-"""A PgBouncer of the test's own, in transaction mode, in front of the test server.
+"""A PgBouncer of our own, in transaction mode, in front of a PostgreSQL server (tests, bench).
 
 Debian's ``pgbouncer`` package (``.ci/run`` installs it). Each process is started on
 a free loopback port with its configuration in the caller's directory, forwards
