@@ -1,5 +1,7 @@
 """The hot transitions on PostgreSQL as server-side functions: one round trip each.
 
+(And the stop request a runner reads at each heartbeat, as one statement.)
+
 A claim, a heartbeat and a completion through ``board/sql.py`` cost about 25
 round trips between them (every statement, ``BEGIN``/``COMMIT``, the lock
 timeout); with hundreds of runners on one server that is the fleet's ceiling.
@@ -29,8 +31,8 @@ from typing import Any
 import orjson
 
 from lane_runner.board import rules
-from lane_runner.board.model import Claim, CompleteOutcome
-from lane_runner.board.rows import run_from_row, task_from_row
+from lane_runner.board.model import Claim, CompleteOutcome, StopRequest
+from lane_runner.board.rows import run_from_row, stop_from_row, task_from_row
 from lane_runner.board.sql import Dialect, SqlBoard
 from lane_runner.errors import UsageError
 from lane_runner.names import AUTO_ASSIGNEE, LANE_PATTERN
@@ -273,6 +275,14 @@ class PostgresBoard(SqlBoard):
             {"board": self.slug, "run": run_id, "ttl": lease_ttl, "now": self._now()},
         )
         return bool(row["renewed"])
+
+    def stop_request(self, run_id: int) -> StopRequest | None:
+        """The reference's one read, as one statement (each heartbeat asks): no BEGIN/COMMIT."""
+        row = self._call(
+            "SELECT * FROM runs WHERE board = %(board)s AND id = %(run)s AND ended_at IS NULL",
+            {"board": self.slug, "run": run_id},
+        )
+        return None if row is None else stop_from_row(row)
 
     def complete(
         self,

@@ -60,7 +60,7 @@ def store(postgres_database: str) -> Iterator[PostgresStore]:
     opened.close()
 
 
-def test_claim_heartbeat_and_completion_are_one_round_trip_each(
+def test_claim_heartbeat_stop_look_and_completion_are_one_round_trip_each(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     board = store.create_board("main")
@@ -71,6 +71,7 @@ def test_claim_heartbeat_and_completion_are_one_round_trip_each(
     assert trips.of(lambda: claims.append(board.claim("n", 60.0, ""))) == 1
     run = claims[0].run.id
     assert trips.of(lambda: board.heartbeat(run, 60.0)) == 1
+    assert trips.of(lambda: board.stop_request(run)) == 1  # read at every heartbeat
     assert trips.of(lambda: board.complete(run, RESULT, "ok")) == 1
     assert board.complete(run, RESULT, "ok") is CompleteOutcome.DUPLICATE
     assert trips.of(lambda: board.claim("n", 60.0, "")) == 1  # the pooled connection, unchecked
