@@ -17,6 +17,7 @@ from bench.figures import (
     board_size,
     death,
     dispatch,
+    fleet,
     idle,
     journal_cost,
     pods,
@@ -40,6 +41,7 @@ FIGURES = {
     "pods": pods.measure,
     "board_size": board_size.measure,
     "death": death.measure,
+    "fleet": fleet.measure,
 }
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
 

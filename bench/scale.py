@@ -26,6 +26,14 @@ class Scale:
     board_sizes: tuple[int, int]
     claim_samples: int
     death_runs: int
+    fleet_runners: int
+    fleet_slots: int
+    fleet_processes: int
+    fleet_tasks: int
+    fleet_heartbeat: float
+    fleet_run: tuple[float, float]
+    fleet_warmup: float
+    fleet_window: float
 
 
 FULL = Scale(
@@ -42,12 +50,20 @@ FULL = Scale(
     idle_seconds=60.0,
     unrelated_processes=5_000,
     supervised_runs=12,
-    pod_runners=(1, 2, 4),
+    pod_runners=(1, 4, 16),
     pod_burst=1000,
     pod_trickle=100,
     board_sizes=(1_000, 100_000),
     claim_samples=200,
     death_runs=3,
+    fleet_runners=200,
+    fleet_slots=4,
+    fleet_processes=8,
+    fleet_tasks=6000,
+    fleet_heartbeat=20.0,
+    fleet_run=(20.0, 60.0),
+    fleet_warmup=60.0,
+    fleet_window=120.0,
 )
 
 SMOKE = Scale(
@@ -70,4 +86,12 @@ SMOKE = Scale(
     board_sizes=(10, 100),
     claim_samples=5,
     death_runs=1,
+    fleet_runners=4,
+    fleet_slots=2,
+    fleet_processes=2,
+    fleet_tasks=60,
+    fleet_heartbeat=0.5,
+    fleet_run=(1.0, 2.0),
+    fleet_warmup=1.0,
+    fleet_window=3.0,
 )

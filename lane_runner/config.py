@@ -449,6 +449,26 @@ KEYS: tuple[Key, ...] = (
         "postgresql://... for a shared board, hermes:// for a Hermes home; empty: embedded SQLite",
     ),
     Key(
+        "board_connections",
+        _integer(1, 64),
+        3,
+        "with a postgresql:// board_url: connections this runner holds at most, one of them "
+        "for LISTEN (1: none, wake-ups by a poll every second)",
+    ),
+    Key(
+        "board_pooler",
+        _choice("none", "transaction"),
+        "none",
+        "'transaction': board_url goes through a pooler in transaction mode (PgBouncer): no "
+        "session state, no LISTEN on it",
+    ),
+    Key(
+        "board_listen_url",
+        _optional_text,
+        None,
+        "with board_pooler = 'transaction': the server's own address for LISTEN; empty: poll",
+    ),
+    Key(
         "hermes_boards",
         _names,
         (),
@@ -725,6 +745,9 @@ KEYS_BY_NAME = {key.name: key for key in KEYS}
 MAX_CONFIG_BYTES = 1 << 20
 RESTART_KEYS = (
     "board_url",
+    "board_connections",
+    "board_pooler",
+    "board_listen_url",
     "hermes_boards",
     "failure_limit",
     "worker_user",

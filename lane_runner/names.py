@@ -15,7 +15,9 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 PROVIDERS = NAMES
 EFFORTS = ("low", "medium", "high", "xhigh")
 AUTO_ASSIGNEE = "cli-auto"
-_MANUAL = re.compile(rf"cli-({'|'.join(map(re.escape, PROVIDERS))})-({'|'.join(EFFORTS)})")
+#: A manual lane's assignee (PostgreSQL's claim function matches it too).
+LANE_PATTERN = rf"cli-({'|'.join(map(re.escape, PROVIDERS))})-({'|'.join(EFFORTS)})"
+_MANUAL = re.compile(LANE_PATTERN)
 # A model name goes into a CLI's argv: no leading dash (it would read as an option), no
 # whitespace or control characters (one argument stays one), and a bounded length.
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+\[\]-]{0,127}")

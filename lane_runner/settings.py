@@ -15,6 +15,9 @@ class Settings:
     """Every key's effective value; ``config.KEYS`` says what each means."""
 
     board_url: str | None
+    board_connections: int
+    board_pooler: str
+    board_listen_url: str | None
     hermes_boards: tuple[str, ...]
     concurrency: int
     memory_per_run_mb: int
@@ -88,6 +91,9 @@ class Changes(TypedDict, total=False):
     file."""
 
     board_url: Any
+    board_connections: Any
+    board_pooler: Any
+    board_listen_url: Any
     hermes_boards: Any
     concurrency: Any
     memory_per_run_mb: Any

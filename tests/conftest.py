@@ -49,3 +49,16 @@ def postgres_database() -> Iterator[str]:
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=10) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The port of a PgBouncer in transaction mode in front of the test server (one per
+    pytest process; every database name is forwarded)."""
+    from bench import pgbouncer as bouncer
+
+    why = bouncer.missing()
+    if why:
+        pytest.skip(why)
+    with bouncer.running(tmp_path_factory.mktemp("pgbouncer"), ADMIN_URL) as port:
+        yield port

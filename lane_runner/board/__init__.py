@@ -48,4 +48,17 @@ def open_store(cfg: Config) -> Store:
             f"{extras.install_hint('postgres')}"
         ) from error
     # No clock: a shared board's times are the database's, never this node's.
-    return PostgresStore(url, failure_limit=cfg.failure_limit, wait_budget=budget)
+    listen_url = cfg.board_listen_url
+    if listen_url and not listen_url.startswith(POSTGRES_SCHEMES):
+        raise UsageError(
+            "board_listen_url must start with postgresql:// (the server's own address, "
+            "not the pooler's); unset it to poll for changes"
+        )
+    return PostgresStore(
+        url,
+        failure_limit=cfg.failure_limit,
+        connections=cfg.board_connections,
+        wait_budget=budget,
+        pooled=cfg.board_pooler == "transaction",
+        listen_url=listen_url,
+    )

@@ -51,6 +51,7 @@ import logging
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -64,6 +65,7 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Status
+from lane_runner.board.pg_transitions import TRANSITIONS_STEP, PostgresBoard
 from lane_runner.board.sql import (
     BUDGET_COLUMNS,
     BUDGET_KIND,
@@ -101,6 +103,16 @@ SESSION_OPTIONS = (
     "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
 )
 LISTEN_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # reconnect delays of the listening connection
+CHECK_IDLE = 5.0  # seconds; a pooled connection idle longer is checked with a round trip
+POLL_INTERVAL = 1.0  # seconds between looks at the boards where nobody can LISTEN
+DEFAULT_CONNECTIONS = 3  # per runner: one LISTEN connection and a pool of two
+LOCK_LIMIT = "SELECT set_config('lock_timeout', %s, true)"
+# Through a transaction pooler the session options cannot be sent at connect: a write
+# transaction sets the one that matters for its own life, with its lock timeout.
+POOLED_LIMITS = (
+    "SELECT set_config('lock_timeout', %s, true), "
+    "set_config('idle_in_transaction_session_timeout', '10s', true)"
+)
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -232,6 +244,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"(block_kind IS NULL OR block_kind IN {_in((*FIRST_BLOCK_KINDS, BUDGET_KIND))})",
         *BUDGET_COLUMNS,
     ),
+    # Claim, heartbeat and completion as server-side functions (``board/pg_transitions.py``).
+    TRANSITIONS_STEP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -252,41 +266,95 @@ def _session_options(url: str) -> str:
     return f"{own} {SESSION_OPTIONS}".strip()
 
 
+def _milliseconds(remaining: float) -> str:
+    """A lock timeout of what is left of the budget, as PostgreSQL reads it."""
+    return f"{max(MIN_WAIT, remaining) * 1000:.0f}ms"
+
+
 def _is_transient(error: Exception) -> bool:
     """Serialisation failures, deadlocks and lock timeouts: a retry may well succeed."""
     return isinstance(error, pg_errors.TransactionRollback | pg_errors.LockNotAvailable)
 
 
 class Database:
-    """The pool, the transaction runner and the schema: what every board of a store shares."""
+    """The pool, the transaction runner and the schema: what every board of a store shares.
 
-    def __init__(self, url: str, pool_size: int, budget: float) -> None:
+    ``pooled``: the URL goes through a pooler in transaction mode (PgBouncer), where a
+    session is not ours from one transaction to the next: nothing is set per session
+    (the session options go into each write transaction instead) and nothing is
+    prepared (a prepared statement lives in one server session).
+    """
+
+    def __init__(self, url: str, pool_size: int, budget: float, *, pooled: bool = False) -> None:
         self.where = describe(url)
         self.token = secrets.token_hex(8)  # names this store in its NOTIFY payloads
         self.changed = threading.Event()  # set after this store commits a status change
         self._budget = budget
+        self._pooled = pooled
         self._schema_lock = threading.Lock()
         self._schema_ready = False
+        self._returned: weakref.WeakKeyDictionary[Connection, float] = (
+            weakref.WeakKeyDictionary()
+        )
+        connect: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT,
+            "row_factory": dict_row,
+        }
+        if pooled:
+            connect["prepare_threshold"] = None
+        else:
+            connect["options"] = _session_options(url)
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": CONNECT_TIMEOUT,
-                "row_factory": dict_row,
-                "options": _session_options(url),
-            },
-            check=ConnectionPool.check_connection,  # a restart leaves dead pooled connections
+            kwargs=connect,
+            check=self._check,
+            reset=self._note_returned,
             name="lane-runner-board",
             open=True,
         )
+
+    def _note_returned(self, connection: Connection) -> None:
+        """The pool's reset hook: when the connection last answered us (no round trip)."""
+        self._returned[connection] = time.monotonic()
+
+    def _check(self, connection: Connection) -> None:
+        """A round trip only for a connection idle longer than ``CHECK_IDLE``.
+
+        A server restart leaves dead pooled connections; one that answered within
+        the last seconds is taken as it is (a dead one fails its statement, surfaces
+        as BoardUnavailable once and is dropped by the pool), so a busy runner's
+        transitions carry no check of their own.
+        """
+        returned = self._returned.get(connection)
+        if returned is None or time.monotonic() - returned > CHECK_IDLE:
+            ConnectionPool.check_connection(connection)
 
     def unavailable(self, error: Exception) -> BoardUnavailable:
         return BoardUnavailable(
             f"the PostgreSQL board store at {self.where} is unavailable: "
             f"{str(error).strip() or type(error).__name__}; work resumes when it is back"
         )
+
+    def _bounded(self, attempt: Callable[[float], T]) -> T:
+        """``attempt(remaining)`` retried within the budget; storage errors as the contract's."""
+        try:
+            return retry.bounded(
+                attempt,
+                transient=_is_transient,
+                budget=self._budget,
+                what=f"the board store at {self.where}",
+            )
+        except pg_errors.NoDataFound as error:  # a function's 'board no longer exists'
+            raise NotFound(str(error).strip()) from error
+        except psycopg.DataError as error:
+            raise UsageError(f"the board database refused a value: {error}") from error
+        except psycopg.IntegrityError:
+            raise
+        except psycopg.Error as error:
+            raise self.unavailable(error) from error
 
     def transaction(self, work: Work[T], *, write: bool, notify: Notify[T] = None) -> T:
         """Run ``work`` in one transaction; ``notify(value)`` true → NOTIFY in it.
@@ -295,19 +363,39 @@ class Database:
         safe. Connection trouble is not retried here: a commit whose answer was
         lost may have happened, and the callers' exact-run guards settle that.
         """
-        try:
-            return retry.bounded(
-                lambda remaining: self._attempt(work, write, notify, remaining),
-                transient=_is_transient,
-                budget=self._budget,
-                what=f"the board store at {self.where}",
-            )
-        except psycopg.DataError as error:
-            raise UsageError(f"the board database refused a value: {error}") from error
-        except psycopg.IntegrityError:
-            raise
-        except psycopg.Error as error:
-            raise self.unavailable(error) from error
+        return self._bounded(lambda remaining: self._attempt(work, write, notify, remaining))
+
+    def call(
+        self,
+        query: str,
+        params: dict[str, Any],
+        changed: Callable[[DictRow], bool] | None = None,
+    ) -> DictRow | None:
+        """One statement (a function call) as its own transaction: one round trip.
+
+        ``query`` may use ``%(lock_timeout)s`` (this attempt's share of the budget),
+        ``%(channel)s`` and ``%(token)s`` (for a NOTIFY the function sends). Its first
+        row is returned; ``changed(row)`` true wakes this store's own daemon.
+        """
+
+        def attempt(remaining: float) -> DictRow | None:
+            with self._pool.connection(timeout=max(MIN_WAIT, remaining)) as connection:
+                self._ensure_schema(connection)
+                row: DictRow | None = connection.execute(
+                    query,
+                    {
+                        **params,
+                        "lock_timeout": _milliseconds(remaining),
+                        "channel": CHANNEL,
+                        "token": self.token,
+                    },
+                ).fetchone()
+                return row
+
+        row = self._bounded(attempt)
+        if row is not None and changed is not None and changed(row):
+            self.changed.set()
+        return row
 
     def _attempt(
         self,
@@ -320,9 +408,9 @@ class Database:
             self._ensure_schema(connection)
             with connection.transaction():
                 if write:  # reads never wait for row locks
-                    milliseconds = max(MIN_WAIT, remaining) * 1000
                     connection.execute(
-                        "SELECT set_config('lock_timeout', %s, true)", (f"{milliseconds:.0f}ms",)
+                        POOLED_LIMITS if self._pooled else LOCK_LIMIT,
+                        (_milliseconds(remaining),),
                     )
                 value = work(connection)
                 notified = notify is not None and notify(value)
@@ -486,22 +574,73 @@ class Listener:
         self._drop()
 
 
+class Poller:
+    """Wake-ups where nobody can LISTEN: a look at the boards every ``POLL_INTERVAL``.
+
+    A pooler in transaction mode hands each transaction whichever server session is
+    free, so a ``LISTEN`` there hears nothing reliably. Without a direct address
+    to listen on, ``wait_for_change`` reports a change once per interval, so the
+    daemon looks again: a change waits at most that long, never forever.
+    """
+
+    def __init__(self, interval: float = POLL_INTERVAL) -> None:
+        self._interval = interval
+        self._due = time.monotonic() + interval
+
+    def looked(self) -> None:
+        """The caller is looking at the boards now: the next look is due an interval later."""
+        self._due = time.monotonic() + self._interval
+
+    def wait(self, timeout: float) -> bool:
+        wait = self._due - time.monotonic()
+        if wait > timeout:
+            time.sleep(max(0.0, timeout))
+            return False
+        time.sleep(max(0.0, wait))
+        self.looked()
+        return True
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
 class PostgresStore:
-    """Boards as rows of one database; any number of runners may open it at once."""
+    """Boards as rows of one database; any number of runners may open it at once.
+
+    ``connections`` bounds what this store holds on the server (or the pooler):
+    one for ``LISTEN`` where it listens, the rest its pool. ``pooled``: ``url``
+    goes through a pooler in transaction mode; then it listens on ``listen_url``
+    (a direct address of the server) if one is given, and polls if not (as it does
+    with a budget of one connection). ``server_transitions`` false runs claim,
+    heartbeat and completion through ``board/sql.py``, the reference, as SQLite does.
+    """
 
     def __init__(
         self,
         url: str,
         failure_limit: int = 3,
         clock: Clock | None = None,
-        pool_size: int = 4,
+        connections: int = DEFAULT_CONNECTIONS,
         wait_budget: float = retry.DEFAULT_BUDGET,
+        *,
+        pooled: bool = False,
+        listen_url: str | None = None,
+        server_transitions: bool = True,
     ) -> None:
+        if connections < 1:
+            raise UsageError(f"board_connections must be at least 1, not {connections}")
         self._failure_limit = failure_limit
         self._clock = clock
-        self._db = Database(url, pool_size, wait_budget)
-        self._listener = Listener(url, self._db)
-        self._listener.connect()  # a failure here is retried by wait_for_change
+        self._server_transitions = server_transitions
+        listen_at = listen_url or (None if pooled else url)
+        listens = listen_at is not None and connections >= 2
+        self._db = Database(url, connections - listens, wait_budget, pooled=pooled)
+        self._listener: Listener | Poller
+        if listen_at is not None and listens:
+            self._listener = Listener(listen_at, self._db)
+            self._listener.connect()  # a failure here is retried by wait_for_change
+        else:
+            self._listener = Poller()
         self._boards: dict[str, SqlBoard] = {}
         self._known_slugs: list[str] | None = None
         self._lock = threading.Lock()
@@ -511,7 +650,11 @@ class PostgresStore:
             opened = self._boards.get(slug)
             if opened is None:
                 dialect = PostgresBoardDialect(slug, self._db, self._clock)
-                opened = self._boards[slug] = SqlBoard(slug, dialect, self._failure_limit)
+                opened = self._boards[slug] = (
+                    PostgresBoard(slug, dialect, self._failure_limit, self._db.call, self._clock)
+                    if self._server_transitions
+                    else SqlBoard(slug, dialect, self._failure_limit)
+                )
             return opened
 
     def create_board(self, slug: str) -> SqlBoard:
@@ -581,6 +724,8 @@ class PostgresStore:
         """
         if self._db.changed.is_set():
             self._db.changed.clear()
+            if isinstance(self._listener, Poller):
+                self._listener.looked()
             return True
         return self._listener.wait(timeout)
 

@@ -44,6 +44,16 @@ def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
     return lambda: PostgresStore(url, failure_limit=FAILURE_LIMIT, clock=clock)
 
 
+def _pgbouncer(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
+    """PostgreSQL through a PgBouncer in transaction mode: no LISTEN there, so stores poll."""
+    from bench.pgbouncer import through
+    from lane_runner.board.postgres import PostgresStore
+
+    port: int = request.getfixturevalue("pgbouncer")
+    url = through(request.getfixturevalue("postgres_database"), port)
+    return lambda: PostgresStore(url, failure_limit=FAILURE_LIMIT, clock=clock, pooled=True)
+
+
 def _hermes(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
     from lane_runner.board.hermes import HermesStore
 
@@ -61,6 +71,7 @@ def _hermes(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Clock], StoreOpener]] = {
     "sqlite": _sqlite,
     "postgres": _postgres,
+    "pgbouncer": _pgbouncer,
     "hermes": _hermes,
 }
 

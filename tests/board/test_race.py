@@ -21,7 +21,7 @@ TASKS = 500
 def _postgres(url: str) -> Store:
     from lane_runner.board.postgres import PostgresStore
 
-    return PostgresStore(url, pool_size=1)
+    return PostgresStore(url, connections=2)
 
 
 OPENERS: dict[str, Callable[[str], Store]] = {

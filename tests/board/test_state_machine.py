@@ -36,7 +36,7 @@ UNKNOWN = 5
 # (examples, steps each): PostgreSQL pays a round trip per statement and Hermes a
 # connection per call, so they run fewer, shorter sequences of the same rules; the
 # contract suite covers them fully.
-BUDGET = {"sqlite": (150, 40), "postgres": (20, 30), "hermes": (30, 30)}
+BUDGET = {"sqlite": (150, 40), "postgres": (20, 30), "pgbouncer": (20, 30), "hermes": (30, 30)}
 
 
 class BoardMachine(RuleBasedStateMachine):

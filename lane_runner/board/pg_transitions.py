@@ -1,0 +1,310 @@
+"""The hot transitions on PostgreSQL as server-side functions: one round trip each.
+
+(And the stop request a runner reads at each heartbeat, as one statement.)
+
+A claim, a heartbeat and a completion through ``board/sql.py`` cost about 25
+round trips between them (every statement, ``BEGIN``/``COMMIT``, the lock
+timeout); with hundreds of runners on one server that is the fleet's ceiling.
+Here each is one call of a PL/pgSQL function, installed and upgraded by the
+board's migrations (``TRANSITIONS_STEP``), sent as one statement outside an
+explicit transaction, so PostgreSQL wraps it in one of its own.
+
+``board/sql.py`` stays the reference, and SQLite's implementation: each
+function takes the same locks in the same order (the task's row, then the
+board's), reads what the reference reads, asks the same questions of the same
+state, and writes the same rows and events in the same order. Where a rule
+lives in ``board/rules.py`` the function restates it in SQL, and the board
+contract suite and the state machine (tests/board) hold both paths to one
+behaviour; tests/board/test_transitions_agree.py runs random sequences through
+both and compares the boards they leave.
+
+What differs from the reference, on purpose: a claim sends no ``NOTIFY`` (it
+makes nothing claimable for anyone else), and a completion sends one only when
+it promoted a child. This store's own commits still wake its own daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from lane_runner.board import rules
+from lane_runner.board.model import Claim, CompleteOutcome, StopRequest
+from lane_runner.board.rows import run_from_row, stop_from_row, task_from_row
+from lane_runner.board.sql import Dialect, SqlBoard
+from lane_runner.errors import UsageError
+from lane_runner.names import AUTO_ASSIGNEE, LANE_PATTERN
+
+#: The columns of ``tasks`` and ``runs`` (schema version 5) that a claim returns, prefixed
+#: ``t_`` and ``r_`` in the function's result.
+TASK_COLUMNS = (
+    ("board", "text"), ("id", "text"), ("seq", "bigint"), ("title", "text"), ("body", "text"),
+    ("status", "text"), ("assignee", "text"), ("priority", "integer"), ("workspace", "text"),
+    ("max_runtime", "double precision"), ("goal_turns", "integer"),
+    ("current_run_id", "bigint"), ("completed_run_id", "bigint"),
+    ("next_attempt_at", "double precision"), ("block_reason", "text"), ("block_kind", "text"),
+    ("summary", "text"), ("result", "text"), ("failure_count", "integer"),
+    ("created_at", "double precision"), ("updated_at", "double precision"),
+    ("max_retries", "integer"), ("max_cost_usd", "double precision"), ("max_tokens", "bigint"),
+)
+RUN_COLUMNS = (
+    ("board", "text"), ("id", "bigint"), ("task_id", "text"), ("node", "text"),
+    ("claimed_at", "double precision"), ("lease_expires_at", "double precision"),
+    ("heartbeat_at", "double precision"), ("ended_at", "double precision"),
+    ("outcome", "text"), ("reason", "text"), ("stop_requested_at", "double precision"),
+    ("stop_reason", "text"), ("stop_requeue", "integer"),
+)
+_CLAIM_RESULT = ", ".join(
+    [f"t_{name} {kind}" for name, kind in TASK_COLUMNS]
+    + [f"r_{name} {kind}" for name, kind in RUN_COLUMNS]
+    + ["parents text[]"]
+)
+_CLAIM_ROW = ", ".join(
+    [f"v_task.{name}" for name, _ in TASK_COLUMNS] + [f"v_run.{name}" for name, _ in RUN_COLUMNS]
+)
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+#: Migration step 5: the functions. Later versions replace them with CREATE OR REPLACE in
+#: steps of their own; a function's argument list is part of its name, so a changed one is
+#: dropped first.
+TRANSITIONS_STEP: tuple[str, ...] = (
+    # The claim: the first claimable task nobody else holds (SKIP LOCKED), passed over
+    # when its assignee is another runner's; the board's row (taking the run id from its
+    # counter); the run, unless the board is paused; the task; the claimed event.
+    f"""CREATE OR REPLACE FUNCTION lane_runner_claim(
+        p_board text, p_node text, p_lease_ttl double precision, p_default_assignee text,
+        p_lanes text, p_event text, p_now double precision, p_lock_timeout text)
+    RETURNS TABLE ({_CLAIM_RESULT}) LANGUAGE plpgsql AS $$
+    DECLARE
+        v_task tasks%ROWTYPE;
+        v_run runs%ROWTYPE;
+        v_assignee text;
+        v_run_id bigint;
+        v_now double precision;
+        v_passed text[] := '{{}}';
+    BEGIN
+        PERFORM set_config('lock_timeout', p_lock_timeout, true);
+        LOOP
+            SELECT * INTO v_task FROM tasks t
+             WHERE t.board = p_board AND t.status = 'ready'
+               AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= coalesce(p_now, {_NOW}))
+               AND (t.assignee IS NOT NULL OR p_default_assignee <> '')
+               AND t.id <> ALL (v_passed)
+             ORDER BY t.priority DESC, t.created_at, t.seq LIMIT 1
+             FOR NO KEY UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                RETURN;
+            END IF;
+            v_assignee := CASE
+                WHEN v_task.assignee IS NULL THEN p_default_assignee
+                WHEN v_task.assignee ~ p_lanes THEN v_task.assignee
+            END;
+            EXIT WHEN v_assignee IS NOT NULL;
+            v_passed := v_passed || v_task.id;
+        END LOOP;
+        UPDATE boards b SET next_run_id = b.next_run_id + 1 WHERE b.slug = p_board
+            RETURNING b.next_run_id, {_NOW} INTO v_run_id, v_now;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
+        END IF;
+        v_now := coalesce(p_now, v_now);
+        INSERT INTO runs (board, id, task_id, node, claimed_at, lease_expires_at, heartbeat_at)
+            SELECT p_board, v_run_id, v_task.id, p_node, v_now, v_now + p_lease_ttl, v_now
+            WHERE NOT EXISTS (SELECT 1 FROM board_pauses p WHERE p.board = p_board)
+            RETURNING * INTO v_run;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        UPDATE tasks t SET status = 'running', assignee = v_assignee,
+            current_run_id = v_run_id, updated_at = v_now
+            WHERE t.board = p_board AND t.id = v_task.id RETURNING * INTO v_task;
+        INSERT INTO events (board, task_id, kind, run_id, at, data)
+            VALUES (p_board, v_task.id, 'claimed', v_run_id, v_now, p_event);
+        RETURN QUERY SELECT {_CLAIM_ROW}, ARRAY(
+            SELECT l.parent_id FROM task_links l
+             WHERE l.board = p_board AND l.task_id = v_task.id ORDER BY l.position);
+    END $$""",
+    # The heartbeat: the reference's one statement, with the lock timeout and the clock.
+    f"""CREATE OR REPLACE FUNCTION lane_runner_heartbeat(
+        p_board text, p_run bigint, p_lease_ttl double precision, p_now double precision,
+        p_lock_timeout text)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+        v_now double precision;
+    BEGIN
+        PERFORM set_config('lock_timeout', p_lock_timeout, true);
+        v_now := coalesce(p_now, {_NOW});
+        UPDATE runs r SET lease_expires_at = v_now + p_lease_ttl, heartbeat_at = v_now
+         WHERE r.board = p_board AND r.id = p_run AND r.ended_at IS NULL AND EXISTS (
+             SELECT 1 FROM tasks t WHERE t.board = r.board AND t.current_run_id = r.id
+                AND t.status = 'running');
+        RETURN FOUND;
+    END $$""",
+    # The completion: the run's task row-locked, its latest ended run, the decision of
+    # rules.completion; then the board's row, the run, the task, the event, and the
+    # children waiting only on this task promoted in task id order. NOTIFY (p_channel,
+    # p_token) only when a child became ready.
+    f"""CREATE OR REPLACE FUNCTION lane_runner_complete(
+        p_board text, p_run bigint, p_result text, p_summary text, p_event text,
+        p_now double precision, p_lock_timeout text, p_channel text, p_token text)
+    RETURNS text LANGUAGE plpgsql AS $$
+    DECLARE
+        v_task tasks%ROWTYPE;
+        v_latest bigint;
+        v_outcome text;
+        v_now double precision;
+        v_child text;
+        v_promoted boolean := false;
+    BEGIN
+        PERFORM set_config('lock_timeout', p_lock_timeout, true);
+        SELECT * INTO v_task FROM tasks t WHERE t.board = p_board AND t.id = (
+            SELECT r.task_id FROM runs r WHERE r.board = p_board AND r.id = p_run)
+            FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RETURN 'stale';
+        END IF;
+        SELECT max(r.id) INTO v_latest FROM runs r
+         WHERE r.board = p_board AND r.task_id = v_task.id AND r.ended_at IS NOT NULL;
+        v_outcome := CASE
+            WHEN v_task.status = 'running' AND v_task.current_run_id = p_run THEN 'completed'
+            WHEN v_task.status = 'done' AND v_task.completed_run_id = p_run THEN
+                CASE WHEN v_task.result = p_result THEN 'duplicate' ELSE 'stale' END
+            WHEN v_task.status IN ('ready', 'blocked') AND v_latest = p_run THEN 'replayed'
+            ELSE 'stale'
+        END;
+        IF v_outcome NOT IN ('completed', 'replayed') THEN
+            RETURN v_outcome;
+        END IF;
+        SELECT {_NOW} INTO v_now FROM boards b WHERE b.slug = p_board FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
+        END IF;
+        v_now := coalesce(p_now, v_now);
+        IF v_outcome = 'completed' THEN
+            UPDATE runs r SET ended_at = v_now, outcome = 'completed', reason = NULL
+             WHERE r.board = p_board AND r.id = p_run AND r.ended_at IS NULL;
+        ELSE
+            UPDATE runs r SET outcome = 'completed' WHERE r.board = p_board AND r.id = p_run;
+        END IF;
+        UPDATE tasks t SET status = 'done', current_run_id = NULL, completed_run_id = p_run,
+            summary = p_summary, result = p_result, failure_count = 0, next_attempt_at = NULL,
+            block_reason = NULL, block_kind = NULL, updated_at = v_now
+         WHERE t.board = p_board AND t.id = v_task.id;
+        INSERT INTO events (board, task_id, kind, run_id, at, data)
+            VALUES (p_board, v_task.id, v_outcome, p_run, v_now, p_event);
+        FOR v_child IN
+            SELECT c.id FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
+             WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
+               AND NOT EXISTS (
+                   SELECT 1 FROM task_links o JOIN tasks p ON p.board = o.board
+                      AND p.id = o.parent_id
+                    WHERE o.board = p_board AND o.task_id = c.id AND p.status <> 'done')
+             ORDER BY c.id
+        LOOP
+            UPDATE tasks t SET status = 'ready', updated_at = v_now
+             WHERE t.board = p_board AND t.id = v_child;
+            INSERT INTO events (board, task_id, kind, run_id, at, data)
+                VALUES (p_board, v_child, 'promoted', NULL, v_now,
+                        '{{"parent":' || to_json(v_task.id)::text || '}}');
+            v_promoted := true;
+        END LOOP;
+        IF v_promoted THEN
+            PERFORM pg_notify(p_channel, p_token);
+        END IF;
+        RETURN v_outcome;
+    END $$""",
+)
+
+
+def _row(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {key[len(prefix):]: value for key, value in values.items() if key.startswith(prefix)}
+
+
+#: ``Database.call``: one statement, bounded and retried; its first row (None: no row);
+#: ``changed(row)`` true wakes this store's own daemon.
+Call = Callable[..., Any]
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+class PostgresBoard(SqlBoard):
+    """``SqlBoard`` with claim, heartbeat and completion as one function call each."""
+
+    def __init__(
+        self,
+        slug: str,
+        dialect: Dialect,
+        failure_limit: int,
+        call: Call,
+        clock: Callable[[], float] | None,
+    ) -> None:
+        super().__init__(slug, dialect, failure_limit)
+        self._call = call
+        self._clock = clock
+
+    def _now(self) -> float | None:
+        """The test's clock when it has one; None: the server's, read in the function."""
+        return None if self._clock is None else self._clock()
+
+    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+        if not lease_ttl > 0:
+            raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+        row = self._call(
+            "SELECT * FROM lane_runner_claim(%(board)s, %(node)s, %(ttl)s, %(default)s, "
+            "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s)",
+            {
+                "board": self.slug, "node": node, "ttl": lease_ttl,
+                "default": default_assignee or "", "lanes": LANES,
+                "event": _json({"node": node}), "now": self._now(),
+            },
+            changed=lambda found: found is not None,
+        )
+        if row is None:
+            return None
+        task = task_from_row(_row(row, "t_"), self.slug, tuple(row["parents"]))
+        return Claim(task, run_from_row(_row(row, "r_"), self.slug))
+
+    def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
+        row = self._call(
+            "SELECT lane_runner_heartbeat(%(board)s, %(run)s, %(ttl)s, %(now)s, "
+            "%(lock_timeout)s) AS renewed",
+            {"board": self.slug, "run": run_id, "ttl": lease_ttl, "now": self._now()},
+        )
+        return bool(row["renewed"])
+
+    def stop_request(self, run_id: int) -> StopRequest | None:
+        """The reference's one read, as one statement (each heartbeat asks): no BEGIN/COMMIT."""
+        row = self._call(
+            "SELECT * FROM runs WHERE board = %(board)s AND id = %(run)s AND ended_at IS NULL",
+            {"board": self.slug, "run": run_id},
+        )
+        return None if row is None else stop_from_row(row)
+
+    def complete(
+        self,
+        run_id: int,
+        result: dict[str, Any],
+        summary: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> CompleteOutcome:
+        extra = {"metadata": rules.storable(metadata)} if metadata else {}
+        row = self._call(
+            "SELECT lane_runner_complete(%(board)s, %(run)s, %(result)s, %(summary)s, "
+            "%(event)s, %(now)s, %(lock_timeout)s, %(channel)s, %(token)s) AS outcome",
+            {
+                "board": self.slug, "run": run_id,
+                "result": rules.canonical_json(result).decode("utf-8"), "summary": summary,
+                "event": _json(extra), "now": self._now(),
+            },
+            changed=lambda found: found["outcome"] in ("completed", "replayed"),
+        )
+        return CompleteOutcome(row["outcome"])
+
+
+#: The assignees a claim takes as they are (``names.is_lane_assignee``), as a PostgreSQL
+#: regular expression: the same pattern, anchored as ``fullmatch`` is.
+LANES = f"^(?:{AUTO_ASSIGNEE}|{LANE_PATTERN})$"
