@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from typing import Any
 
 import httpx
 import orjson
@@ -140,12 +141,15 @@ def test_live_daemon_status_and_metrics(lane: Lane) -> None:
     daemon = lane.start()
     task = lane.add("observed", body="SIM_SCENARIO=slow")
 
+    seen: dict[str, Any] = {}
+
     def active() -> bool:
-        state = json_of(lane.cli("status", "--json"))
-        return state["daemon"]["state"] == "running" and bool(state["active"])
+        """The status that shows the run (a second look could come after it ended)."""
+        seen.update(json_of(lane.cli("status", "--json")))
+        return seen["daemon"]["state"] == "running" and bool(seen["active"])
 
     lane.wait(active, what="status showing the active run")
-    state = json_of(lane.cli("status", "--json"))
+    state = seen
     assert state["daemon"]["pid"] == daemon.pid and state["daemon"]["metrics_port"] == port
     run = state["active"][0]
     assert run["task_id"] == task.id and run["log_path"].endswith(f"{task.id}.log")
