@@ -316,7 +316,8 @@ class RunExecutor:
         self._save_state_if_possible()
         wait = self._backoff() if decision.count_failure else None
         reason = redact.shown(self._waiting(decision.reason, wait))
-        if decision.count_failure:
+        # A run out of its runtime says the task is long, not that the provider is broken.
+        if decision.count_failure and classification != Classification.TIMED_OUT.value:
             self._file_failure(breaker.scope(breaker.PROVIDER, route.provider), classification,
                                decision.reason)
         return self._end(
