@@ -171,3 +171,33 @@ def test_a_provider_failing_every_task_the_same_way_is_routed_around(lane: Lane)
         assert [a["provider"] for a in lane.lane_state(task.id)["attempts"]] == ["claude"]  # type: ignore[index]
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
+
+
+def test_a_successful_probe_clears_the_breaker(lane: Lane) -> None:
+    """Nobody clears it: once the hook works again, the next probe's success does."""
+    lane.write_config(
+        concurrency=1,
+        failure_backoff_base=3600.0,
+        failure_backoff_max=3600.0,
+        breaker_threshold=2,
+        breaker_window=3600.0,
+        breaker_probe_interval=1.0,
+        hooks={"*": {"before_run": "echo 'cannot reach the package mirror' >&2; exit 3"}},
+    )
+    tasks = [lane.add(f"task {index}") for index in range(10)]
+    daemon = lane.start()
+    lane.wait(lane.home.breaker_file.exists, what="the breaker to trip")
+    lane.write_config(hooks={})  # the mirror is back
+    daemon.send_signal(signal.SIGHUP)
+
+    def settled() -> bool:
+        fresh = [lane.board.get_task(task.id) for task in tasks]
+        untouched = [task for task in fresh if task.failure_count == 0]
+        return not lane.home.breaker_file.exists() and bool(untouched) and all(
+            task.status is Status.DONE for task in untouched
+        )
+
+    lane.wait(settled, timeout=120, what="a probe to clear the breaker and the rest to run")
+    assert "works again: its breaker is cleared" in (lane.root / "daemon.log").read_text()
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
