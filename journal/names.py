@@ -107,6 +107,23 @@ def _terminal(name: str, match: re.Match[str]) -> EntryName:
     return EntryName(name, kind, match["task"], int(match["run"]), digest=match["digest"])
 
 
+def lane_state(task_id: str) -> str:
+    """``<task>.json``: the task's lane state."""
+    return f"{task_id}.json"
+
+
+def candidate(task_id: str, run_id: int, sequence: int) -> str:
+    """``<task>.run-<R>.candidate-<n>.json``: the structured answer of attempt ``n``."""
+    return f"{task_id}.run-{run_id}.candidate-{sequence}.json"
+
+
+def provider_result(task_id: str, run_id: int | str, sequence: int | str) -> str:
+    """``<task>.run-<R>.provider-<n>.result.json``: the file a CLI writes its answer to in
+    attempt ``n`` (codex ``-o``). A ``str`` run or sequence is a placeholder, as a dry
+    run shows the name before any run has a number."""
+    return f"{task_id}.run-{run_id}.provider-{sequence}.result.json"
+
+
 def pending(task_id: str, run_id: int) -> str:
     return f"{task_id}.run-{run_id}.terminal.pending.json"
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,6 +36,7 @@ from lane_runner.names import (
     is_valid_name,
 )
 from lane_runner.providers import ADAPTERS, Provider
+from lane_runner.settings import Changes, Settings
 
 ENV_PREFIX = "LANE_RUNNER_"
 #: Names the configuration file when it is not ``config.toml`` in the home.
@@ -243,28 +244,28 @@ def _cli_env(value: Any) -> dict[str, str]:
 def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
     """``<provider>_config``: the operator's settings of that CLI's own configuration
     (codex's ``-c``); empty for a CLI configured only through its environment."""
-    return dict(cfg.values.get(f"{provider}_config") or {})
+    return dict(getattr(cfg, f"{provider}_config", None) or {})
 
 
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_env``: variables the operator sets for that CLI's workers."""
-    return dict(cfg.values[f"{provider}_env"])
+    return dict(getattr(cfg, f"{provider}_env"))
 
 
 def cli_models(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_models``: the static policy's model per effort for that CLI."""
-    return dict(cfg.values[f"{provider}_models"])
+    return dict(getattr(cfg, f"{provider}_models"))
 
 
 def cli_binary(cfg: Config, provider: str) -> str | None:
     """``<provider>_bin``: the CLI the operator names; None: found on PATH."""
-    value: str | None = cfg.values[f"{provider}_bin"]
+    value: str | None = getattr(cfg, f"{provider}_bin")
     return value
 
 
 def cli_cap(cfg: Config, provider: str) -> int:
     """``max_running_<provider>``: runs that CLI may hold at once; 0: no cap."""
-    return int(cfg.values[f"max_running_{provider}"])
+    return int(getattr(cfg, f"max_running_{provider}"))
 
 
 def _ip_address(value: Any) -> str:
@@ -648,39 +649,84 @@ RESTART_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class Config:
-    """Effective configuration; ``sources`` says where each value came from."""
+@dataclass(frozen=True, kw_only=True)
+class Config(Settings):
+    """Effective configuration: every key a typed field (``Settings``, generated from
+    ``KEYS``), the home it is for, and where each value came from (``sources``)."""
 
     home: Path
-    values: Mapping[str, Any]
     sources: Mapping[str, str] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    @staticmethod
+    def of(home: Path, values: Mapping[str, Any], sources: Mapping[str, str]) -> Config:
+        """The configuration of ``values`` (one per key, parsed); TypeError names a value
+        missing or a name that is no key."""
+        return Config(home=home, sources=dict(sources), **values)
 
-    def replace(self, **changes: Any) -> Config:
-        """A copy with some values changed (tests and the demo use this)."""
-        values = dict(self.values)
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every key's value by name, in ``KEYS`` order (``config show``, a reload)."""
+        return {key.name: getattr(self, key.name) for key in KEYS}
+
+    def replace(self, **changes: Unpack[Changes]) -> Config:
+        """A copy with some values changed, each parsed as from the file (tests and the
+        demo use this). A name that is no key is a type error, and a TypeError here."""
+        values = self.values
         sources = dict(self.sources)
         for name, raw in changes.items():
-            values[name] = (
-                _parse(KEYS_BY_NAME[name], raw, "override") if name in KEYS_BY_NAME else raw
-            )
+            key = KEYS_BY_NAME.get(name)
+            if key is None:
+                raise TypeError(f"{name!r} is no configuration key; see 'lane-runner config show'")
+            values[name] = _parse(key, raw, "override")
             sources[name] = "override"
-        return Config(self.home, values, sources)
-
+        return Config.of(self.home, values, sources)
 
     def reloaded_as(self, loaded: Config) -> tuple[Config, list[str]]:
         """``loaded`` with the restart keys kept at their running values, and the names of
         those whose new values must wait for a restart."""
-        waiting = [name for name in RESTART_KEYS if loaded.values[name] != self.values[name]]
-        values = {**loaded.values, **{name: self.values[name] for name in RESTART_KEYS}}
+        running, wanted = self.values, loaded.values
+        waiting = [name for name in RESTART_KEYS if wanted[name] != running[name]]
+        values = {**wanted, **{name: running[name] for name in RESTART_KEYS}}
         sources = {**loaded.sources, **{name: self.sources[name] for name in RESTART_KEYS}}
-        return Config(loaded.home, values, sources), waiting
+        return Config.of(loaded.home, values, sources), waiting
+
+
+SETTINGS_FILE = Path(__file__).with_name("settings.py")
+
+
+def settings_source() -> str:
+    """The text of ``settings.py``: one typed field per key of ``KEYS``, typed as its
+    parser returns, and the keyword arguments ``Config.replace`` takes."""
+    fields = "".join(f"    {key.name}: {_type_of(key)}\n" for key in KEYS)
+    changes = "".join(f"    {key.name}: Any\n" for key in KEYS)
+    return (
+        '"""The configuration\'s typed fields, one per key of ``config.KEYS``. Generated: do\n'
+        "not edit. After changing a key or adding a provider adapter, regenerate it with\n"
+        "``python -c 'from lane_runner import config; config.write_settings()'``;\n"
+        '``tests/test_settings.py`` fails while it is stale.\n"""\n\n'
+        "from __future__ import annotations\n\n"
+        "from dataclasses import dataclass\n"
+        "from typing import Any, TypedDict\n\n\n"
+        "@dataclass(frozen=True, kw_only=True)\n"
+        "class Settings:\n"
+        '    """Every key\'s effective value; ``config.KEYS`` says what each means."""\n\n'
+        f"{fields}\n\n"
+        "class Changes(TypedDict, total=False):\n"
+        '    """``Config.replace``\'s keyword arguments: a key\'s new value, parsed as from the\n'
+        '    file."""\n\n'
+        f"{changes}"
+    )
+
+
+def _type_of(key: Key) -> str:
+    """The type ``key``'s parser returns, as written in its annotation."""
+    annotation = key.parse.__annotations__["return"]
+    return annotation if isinstance(annotation, str) else annotation.__name__
+
+
+def write_settings() -> None:
+    """Regenerate ``settings.py`` from ``KEYS``."""
+    SETTINGS_FILE.write_text(settings_source(), encoding="utf-8")
 
 
 def _parse(key: Key, raw: Any, where: str) -> Any:
@@ -745,4 +791,4 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
             raise UsageError(f"unknown setting {variable}; see 'lane-runner config show'")
         values[name] = _parse(KEYS_BY_NAME[name], raw, variable)
         sources[name] = variable
-    return Config(home, values, sources)
+    return Config.of(home, values, sources)

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lane_runner.providers.registry import NAMES
+
 REPO = Path(__file__).resolve().parents[1]
-#: Typed strictly and kept so: the journal above all (its promises are the product's).
-STRICT = ["journal", "schemas", "lane_runner/providers", "lane_runner/board"]
+#: Typed strictly and kept so: the journal above all (its promises are the product's),
+#: and all of the runner (issue 29).
+STRICT = ["journal", "schemas", "lane_runner"]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -53,3 +56,24 @@ def test_no_test_names_a_path_of_one_machine() -> None:
         if MACHINE_PATH.search(line)
     ]
     assert offenders == []
+
+
+def provider_names_outside_adapters(root: Path = REPO / "lane_runner") -> list[str]:
+    """Every line outside ``lane_runner/providers/`` holding a provider's name as a string
+    literal (``"codex"``, ``'claude'``): a comparison, a table key or a default that
+    belongs in that provider's adapter. Words in prose and f-strings are not literals of
+    a name and do not count."""
+    quoted = re.compile(rf"""(['"])(?:{"|".join(map(re.escape, NAMES))})\1""")
+    return [
+        f"{path.relative_to(root.parent)}:{number}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if root / "providers" not in path.parents  # each CLI's adapter, and the registry
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if quoted.search(line)
+    ]
+
+
+def test_no_provider_name_is_compared_outside_its_adapter() -> None:
+    """Executor, preview, services, doctor, config and router iterate the registry
+    (``lane_runner/providers/registry.py``) and never name a provider themselves."""
+    assert provider_names_outside_adapters() == []

@@ -155,9 +155,19 @@ class Provider(Protocol):
         """The settings file every run of this CLI gets (claude ``--settings``), or None."""
         ...
 
+    def speaks(self, event: dict[str, Any]) -> bool:
+        """Whether ``event`` (a line of a task log) is one of this CLI's events."""
+        ...
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        """One of this CLI's events for people (``lane-runner logs``); None: it says nothing."""
+        ...
+
 
 class CLIAdapter:
-    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes."""
+    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes
+    and write what only their CLI has (``argv``, ``observe``, ``login``, ``speaks``,
+    ``describe``: here they raise NotImplementedError)."""
 
     name: ClassVar[str]
     command: ClassVar[str]
@@ -171,6 +181,8 @@ class CLIAdapter:
     writes_result_file: ClassVar[bool] = False
     reserves_session: ClassVar[bool] = False
     """The runner names the session before the first start (claude ``--session-id``)."""
+    inline_schema: ClassVar[bool] = False
+    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
     session_fallbacks: ClassVar[Mapping[tuple[bool, Classification], bool]] = {}
     """(resumed, classification of that start) -> resume on the one more start it gets."""
 
@@ -218,6 +230,12 @@ class CLIAdapter:
     def settings_file(self) -> str | None:
         return None
 
+    def speaks(self, event: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
     def attempt(self, req: ProviderRequest, run_once: RunOnce) -> Attempt:
         """The first start as ``req`` asks, then at most one more as ``session_fallbacks``
         says: the fallbacks are a property of the CLI, not of the daemon."""
@@ -237,9 +255,6 @@ class CLIAdapter:
             attempt.session_id = req.session_id
         return attempt
 
-    inline_schema: ClassVar[bool] = False
-    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
-
     def _argv(
         self, req: ProviderRequest, resume: bool, result_file: Path, schema: str
     ) -> list[str]:
@@ -254,3 +269,18 @@ def _sibling(path: Path, label: str) -> Path:
     stem, dot, _ = path.name.partition(".result.json")
     name = f"{stem}.{label}.result.json" if dot else f"{path.name}.{label}"
     return path.with_name(name)
+
+
+#: How wide a described event may be (``lane-runner logs``).
+DESCRIBED_WIDTH = 200
+
+
+def shortened(text: object, width: int = DESCRIBED_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def mapping(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}

@@ -16,7 +16,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lane_runner.providers.adapter import CLIAdapter, Login, RunCommand, RunsAs
+import orjson
+
+from lane_runner.providers.adapter import (
+    CLIAdapter,
+    Login,
+    RunCommand,
+    RunsAs,
+    mapping,
+    shortened,
+)
 from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 from lane_runner.urls import is_http_url
@@ -282,6 +291,47 @@ class Claude(CLIAdapter):
             f"environment and no {credentials}",
             fix,
         )
+
+    def speaks(self, event: dict[str, Any]) -> bool:
+        return event.get("type") in ("system", "result", "assistant", "user")
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        return describe(event)
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One event for people: messages part by part, tool calls to their target."""
+    kind = event.get("type")
+    if kind == "system":
+        if event.get("subtype") == "init":
+            return f"claude session {event.get('session_id')} ({event.get('model')})"
+        return f"system {event.get('subtype')}"
+    if kind == "result":
+        verdict = "FAILED" if event.get("is_error") else "done"
+        return f"result {verdict}: {shortened(event.get('result'))}"
+    message = event.get("message")
+    if kind not in ("assistant", "user") or not isinstance(message, dict):
+        return shortened(orjson.dumps(event).decode())
+    parts = [_part(kind, part) for part in message.get("content") or [] if isinstance(part, dict)]
+    shown = [part for part in parts if part]
+    return "\n".join(shown) if shown else None
+
+
+def _part(kind: str, part: dict[str, Any]) -> str | None:
+    what = part.get("type")
+    if what == "text":
+        return f"claude: {shortened(part.get('text'))}"
+    if what == "thinking":
+        return f"(thinking) {shortened(part.get('thinking'))}"
+    if what == "tool_use":
+        arguments = mapping(part.get("input"))
+        target = arguments.get("command") or arguments.get("file_path") or arguments.get("pattern")
+        return f"tool {part.get('name')}: {shortened(target or orjson.dumps(arguments).decode())}"
+    if what == "tool_result":
+        content = part.get("content")
+        size = len(content) if isinstance(content, str) else len(orjson.dumps(content))
+        return f"  -> tool result ({size} chars){' ERROR' if part.get('is_error') else ''}"
+    return None if kind == "user" else f"{what}"
 
 
 ADAPTER = Claude()

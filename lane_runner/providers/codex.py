@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import files, redact
-from lane_runner.providers.adapter import CLIAdapter, Login, RunCommand, RunsAs
+from lane_runner.providers.adapter import (
+    CLIAdapter,
+    Login,
+    RunCommand,
+    RunsAs,
+    mapping,
+    shortened,
+)
 from lane_runner.providers.model import Classification, ProviderRequest
 from lane_runner.providers.reading import Reading, result_object
 from lane_runner.urls import is_http_url
@@ -322,6 +329,47 @@ class Codex(CLIAdapter):
             f"{runs.sudo('codex login --with-api-key')})"
         )
         return Login(False, f"not logged in as {runs.who()}: codex login status said: {said}", fix)
+
+    def speaks(self, event: dict[str, Any]) -> bool:
+        kind = event.get("type")
+        return isinstance(kind, str) and (
+            kind.startswith(("thread.", "turn.", "item.")) or kind == "error"
+        )
+
+    def describe(self, event: dict[str, Any]) -> str | None:
+        return describe(event)
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One event for people: tool calls to their command or path, markers to None."""
+    kind = event.get("type")
+    item = mapping(event.get("item"))
+    if kind == "thread.started":
+        return f"codex thread {event.get('thread_id')}"
+    if kind == "turn.completed":
+        usage = mapping(event.get("usage"))
+        tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
+        return f"turn completed ({tokens})"
+    if kind == "turn.failed":
+        error = event.get("error")
+        said = error.get("message") if isinstance(error, dict) else error
+        return f"turn FAILED: {shortened(said)}"
+    if kind == "error":
+        return f"error: {shortened(event.get('message'))}"
+    if kind != "item.completed":
+        return None
+    what = item.get("type")
+    if what == "command_execution":
+        return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
+    if what == "file_change":
+        changes = item.get("changes") or []
+        paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
+        return f"edit {shortened(paths)}"
+    if what == "agent_message":
+        return f"codex: {shortened(item.get('text'))}"
+    if what == "reasoning":
+        return f"(thinking) {shortened(item.get('text'))}"
+    return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
 
 
 ADAPTER = Codex()

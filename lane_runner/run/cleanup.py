@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from journal import CollectReport, Document, RetentionPolicy
+from journal import names as journal_names
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status, Task
 from lane_runner.errors import NotFound
@@ -162,9 +163,8 @@ class Tidy:
         if self.s.cancel.is_set():
             return  # cut short by the shutdown: the next sweep runs them again
         self.state.followed()
-        self.s.journal.write_documents(
-            self.task.board, [Document(f"{self.task.id}.json", self.state.to_document())]
-        )
+        state = Document(journal_names.lane_state(self.task.id), self.state.to_document())
+        self.s.journal.write_documents(self.task.board, [state])
         self.report.followed_up.append(self.name)
 
     def _delivered(self) -> dict[str, Any] | None:

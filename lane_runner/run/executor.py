@@ -8,6 +8,7 @@ only carries them out, so each step here is an effect with a reason.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import time
@@ -17,17 +18,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from journal import Document, FinalizeOutcome
-from lane_runner import config, display, files, redact
+from journal import names as journal_names
+from lane_runner import display, files, redact
 from lane_runner.board import rules
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Outcome, Run, StopRequest, Task
 from lane_runner.errors import NotFound
-from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
+from lane_runner.names import AUTO_ASSIGNEE
 from lane_runner.providers import (
     Attempt,
     Classification,
     ProviderRequest,
-    adapter,
     run_attempt,
     worker_environment,
 )
@@ -43,6 +44,7 @@ from lane_runner.run import (
     git,
     hooks,
     lanestate,
+    plan,
     workspace,
 )
 from lane_runner.run import context as contexts
@@ -425,34 +427,13 @@ class RunExecutor:
         return workspace.Workspace(inside, own.taken_over_from)
 
     def _context(self) -> str:
-        if isinstance(self.board, HostedBoard):
-            return self.board.worker_context(self.task.id)
-        parents = [self.board.get_task(parent) for parent in self.task.parents]
-        return contexts.task_context(self.task, parents, self.board.comments(self.task.id))
+        return plan.task_context(self.board, self.task)
 
     def _route(self, task_context: str) -> Route:
-        assignee = self.task.assignee or "cli-auto"
-        exclusion = health.exclusion_for(
-            assignee, health.read_all(self.s.home.provider_health), time.time()
-        )
-        exclusion = exclusion or self._broken_exclusion(assignee)
-        exclude, why = exclusion if exclusion else (None, None)
-        route = self.s.router.route(task_context, assignee, exclude, why)
+        lane = self.task.assignee or AUTO_ASSIGNEE
+        route = plan.ask_route(self.s.router, task_context, lane, plan.exclusion(self.s.home, lane))
         self._record_route(route)
         return route
-
-    def _broken_exclusion(self, assignee: str) -> tuple[str, str] | None:
-        """For ``cli-auto``: the one provider the storm breaker marks broken, to route
-        around (with both broken the daemon claims nothing)."""
-        if assignee != AUTO_ASSIGNEE:
-            return None
-        now = time.time()
-        broken = [
-            (provider, trip.describe())
-            for provider in PROVIDERS
-            if (trip := self.s.breaker.blocked(breaker.scope(breaker.PROVIDER, provider), now))
-        ]
-        return broken[0] if len(broken) == 1 else None
 
     def _fallback(self, task_context: str, failed: Route, reason: str) -> Route:
         self.fell_back = True
@@ -555,14 +536,14 @@ class RunExecutor:
     def _attempt(self, route: Route, prompt: str, worktree: Path, turn: int) -> Attempt:
         """One provider turn, recorded in the lane state, provider health and metrics."""
         provider = route.provider
+        planned = plan.plan_attempt(
+            route, self.s.cfg, self.s.home, self.s.binaries, self.state.sessions, self.state.started
+        )
         n = self.state.next_sequence()
-        cli = adapter(provider)
         # A fresh session after an unknown-session resume writes its own result file.
-        retry = self.state.next_sequence() if cli.writes_result_file else None
-        if provider not in self.state.sessions:
-            reserved = cli.new_session()  # a CLI the runner names sessions for
-            if reserved is not None:
-                self.state.sessions[provider] = reserved  # persisted before the first start
+        retry = self.state.next_sequence() if planned.cli.writes_result_file else None
+        if planned.reserved and planned.session_id is not None:
+            self.state.sessions[provider] = planned.session_id  # saved before the first start
         self.state.provider = provider
         record: dict[str, Any] = {
             "n": n,
@@ -578,12 +559,13 @@ class RunExecutor:
         }
         self.state.attempts.append(record)
         self._save_state()
-        unusable = self._unusable(provider)
-        if unusable is not None:
+        if planned.unusable is not None or planned.executable is None:
+            unusable = planned.unusable or f"the {provider} CLI is not installed"
             attempt = Attempt(Classification.UNUSABLE, unusable, None, None, None, None, "")
         else:
+            request = self._request(planned, planned.executable, prompt, worktree, n, retry)
             try:
-                attempt = _storable(run_attempt(self._request(route, prompt, worktree, n, retry)))
+                attempt = _storable(run_attempt(request))
             finally:
                 self._drop_worker_files(n, retry)
             self.state.started[provider] = True
@@ -596,77 +578,59 @@ class RunExecutor:
         )
         ended = [self._state_document()]
         if attempt.structured is not None:
-            candidate = f"{self.task.id}.run-{self.run.id}.candidate-{n}.json"
+            candidate = journal_names.candidate(self.task.id, self.run.id, n)
             ended.append(Document(candidate, attempt.structured, new=True))
         self.s.journal.write_documents(self.task.board, ended)
         metrics.attempt_ended(provider, attempt.classification)
         self._record_health(provider, attempt)
         return attempt
 
-    def _unusable(self, provider: str) -> str | None:
-        if self.s.binaries.get(provider) is None:
-            return f"the {provider} CLI is not installed: install it or set {provider}_bin"
-        return adapter(provider).root_refusal(self.s.cfg.worker_user)
-
     def _request(
-        self, route: Route, prompt: str, worktree: Path, n: int, retry: int | None
+        self,
+        planned: plan.AttemptPlan,
+        executable: Path,
+        prompt: str,
+        worktree: Path,
+        n: int,
+        retry: int | None,
     ) -> ProviderRequest:
-        provider = route.provider
-        executable = self.s.binaries[provider]
-        assert executable is not None
+        provider, route = planned.provider, planned.route
         self.s.activity.update(
             self.run.id, provider=provider, model=route.model, effort=route.effort
         )
-        return ProviderRequest(
-            provider=provider,
+        request = plan.request(
+            planned,
+            self.s.cfg,
             executable=executable,
-            model=route.model,
-            effort=route.effort,
             prompt=prompt,
             workspace=worktree,
             schema_path=self.s.schema_path,
-            settings_path=self.s.home.settings_file(provider),
             result_file=self._fresh_result_file(n),
             retry_result_file=None if retry is None else self._fresh_result_file(retry),
-            session_id=self.state.sessions.get(provider),
-            resume=self.state.started.get(provider, False),
             log_path=self.s.home.log_file(self.task.board, self.task.id),
             env=worker_environment(
                 provider,
                 command.home_of(self.s.cfg.worker_user),
                 {
-                    **config.cli_environment(self.s.cfg, provider),
+                    **planned.settings,
                     **leftovers.markers(self.s.node, self.s.home.root),
                     **git.GIT_ENV,
                 },
                 passes=self.s.cfg.worker_env,
             ),
-            config_overrides=config.cli_overrides(self.s.cfg, provider),
+            deadline=self.deadline,
+        )
+        return dataclasses.replace(
+            request,
             heartbeat=self._heartbeat,
             on_session=lambda value: self._on_session(provider, value),
-            heartbeat_interval=self.s.cfg.heartbeat_interval,
-            stall_timeout=self.s.cfg.stall_timeout,
-            tool_stall_timeout=self.s.cfg.tool_stall_timeout,
-            busy_cpu=self.s.cfg.busy_cpu_percent / 100,
-            closing_grace=self.s.cfg.closing_grace,
-            deadline=self.deadline,
-            rotate_bytes=self.s.cfg.log_rotate_bytes,
             cancel=self.cancel,
-            run_as=self.s.cfg.worker_user,
             on_progress=lambda progress: self.s.activity.progress(self.run.id, progress),
         )
 
     def _provider_result_file(self, n: int) -> Path:
-        """Where codex writes its last message (``-o``) in attempt ``n``.
-
-        A worker user may not write into the journal's directory (it could plant entries
-        there), so its CLI writes beside its worktree; the answer is kept in the journal
-        as the candidate and the file goes when the attempt ends (``_drop_worker_files``).
-        """
-        name = f"{self.task.id}.run-{self.run.id}.provider-{n}.result.json"
-        if self.s.cfg.worker_user:
-            return self.s.home.worktree(self.task.board, self.task.id).parent / f".{name}"
-        return self.lanes_dir / name
+        """Where the CLI writes its answer in attempt ``n`` (``plan.result_file``)."""
+        return plan.result_file(self.s.cfg, self.s.home, self.task, self.run.id, n)
 
     def _fresh_result_file(self, n: int) -> Path:
         """Attempt ``n``'s result file name, cleared of anything planted there: the CLI
@@ -1054,7 +1018,7 @@ class RunExecutor:
             log.warning("lane state of %s/%s not saved: %s", self.task.board, self.task.id, error)
 
     def _state_document(self) -> Document:
-        return Document(f"{self.task.id}.json", self.state.to_document())
+        return Document(journal_names.lane_state(self.task.id), self.state.to_document())
 
     def _guarded(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
         """A board write the run can do without (a comment): skipped when the board is away."""

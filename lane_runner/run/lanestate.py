@@ -169,7 +169,7 @@ class LaneState:
 
 
 def path_for(lanes_dir: Path, task_id: str) -> Path:
-    return lanes_dir / f"{task_id}.json"
+    return lanes_dir / journal_names.lane_state(task_id)
 
 
 def load(lanes_dir: Path, board: str, task_id: str, run_id: int) -> LaneState:

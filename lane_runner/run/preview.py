@@ -1,30 +1,30 @@
 """What a claim of a task would run, found without claiming it: ``run --dry-run`` and
 ``task route``.
 
-The same steps as the executor up to the provider's start (lane, provider health,
-route, the CLI's argv), each read-only: no claim, no worktree, no lane state
-written, no process started. The route is asked of the configured router, so an
-HTTP router sees one request per task, like a claim would send. Secrets in the
-argv are hidden (``lane_runner/redact.py``).
+The same steps as the executor up to the provider's start, through the same
+functions (``run/plan.py``: context, provider-health exclusion, route, the planned
+attempt and its argv; the task's branch as ``workspace.planned_branch`` finds it),
+each read-only: no claim, no worktree, no lane state written, no process started.
+The route is asked of the configured router, so an HTTP router sees one request per
+task, like a claim would send. Secrets in the argv are hidden
+(``lane_runner/redact.py``).
 """
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lane_runner import config, redact
+from lane_runner import redact
 from lane_runner.board.base import Board, HostedBoard
 from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.home import Home
 from lane_runner.names import is_lane_assignee
-from lane_runner.providers import ProviderRequest, adapter
-from lane_runner.router import Route, Router, RoutingError, health
-from lane_runner.run import context as contexts
-from lane_runner.run import lanestate, workspace
+from lane_runner.router import Router, RoutingError
+from lane_runner.run import lanestate, plan, workspace
 
 NEW_SESSION = "<reserved at the first start>"
 
@@ -61,77 +61,67 @@ def preview(
         return found
     home = Home(cfg.home)
     hosted = isinstance(board, HostedBoard)
-    if isinstance(board, HostedBoard):  # the host (Hermes) writes the text, makes the workspace
-        worktree = Path(f"<Hermes workspace {task.workspace}>")
-        task_context = board.worker_context(task.id)
-    else:
-        worktree = home.worktree(task.board, task.id)
-        parents = [board.get_task(parent) for parent in task.parents]
-        task_context = contexts.task_context(task, parents, board.comments(task.id))
-    found.workspace = str(worktree)
-    exclusion = health.excluded_provider(health.read_all(home.provider_health), time.time())
-    exclude, why = exclusion if exclusion else (None, None)
-    if exclude:
-        found.notes.append(f"{exclude} excluded: {why}")
+    worktree = home.worktree(task.board, task.id)
+    # The host (Hermes) makes the workspace; the CLI works where the host says.
+    found.workspace = f"<Hermes workspace {task.workspace}>" if hosted else str(worktree)
+    avoid = plan.exclusion(home, lane)
+    if avoid:
+        found.notes.append(f"{avoid[0]} excluded: {avoid[1]}")
     try:
-        route = router.route(task_context, lane, exclude, why)
+        route = plan.ask_route(router, plan.task_context(board, task), lane, avoid)
     except RoutingError as error:
         found.error = redact.text(f"routing failed: {error}")
         return found
     found.route = route.to_dict()
-    executable = binaries.get(route.provider)
-    if executable is None:
-        found.error = f"the {route.provider} CLI is not installed: install it or set its _bin"
-        return found
-    if refusal := adapter(route.provider).root_refusal(cfg.worker_user):
-        found.notes.append(refusal)
     state = lanestate.load(home.lane_dir(task.board), task.board, task.id, 0)
-    result_file = home.lane_dir(task.board) / f"{task.id}.run-<R>.provider-<n>.result.json"
-    paths = (schema_path, home.settings_file(route.provider))
-    overrides = config.cli_overrides(cfg, route.provider)
-    argv = _argv(route, executable, worktree, state, result_file, home, paths, overrides)
+    planned = plan.plan_attempt(route, cfg, home, binaries, state.sessions, state.started)
+    if planned.executable is None:
+        found.error = planned.unusable
+        return found
+    if planned.unusable:
+        found.notes.append(planned.unusable)
+    argv = _argv(planned, planned.executable, cfg, home, task, Path(found.workspace), schema_path)
     found.argv = [redact.text(arg) for arg in argv]
     found.environment = {
-        name: redact.setting(name, value)
-        for name, value in config.cli_environment(cfg, route.provider).items()
+        name: redact.setting(name, value) for name, value in planned.settings.items()
     }
     if task.workspace is None:
         found.notes.append("no workspace: the run would be blocked (capability)")
     if not hosted:
-        found.notes.append(f"branch {workspace.branch_name(task.board, task.id)}")
+        branch = workspace.branch_name(task.board, task.id)
+        found.notes.append(
+            f"branch {workspace.planned_branch(task.workspace, worktree, branch, cfg.worker_user)}"
+        )
     return found
 
 
 def _argv(
-    route: Route,
+    planned: plan.AttemptPlan,
     executable: Path,
-    worktree: Path,
-    state: lanestate.LaneState,
-    result_file: Path,
+    cfg: Config,
     home: Home,
-    paths: tuple[Path, Path],
-    overrides: dict[str, Any],
+    task: Task,
+    worktree: Path,
+    schema_path: Path,
 ) -> list[str]:
-    """The argv the provider adapter builds, the inline schema elided as in the task log."""
-    session = state.sessions.get(route.provider)
-    resume = bool(session) and state.started.get(route.provider, False)
-    request = ProviderRequest(
-        provider=route.provider,
+    """The argv the adapter builds for the planned start, the inline schema elided as in
+    the task log, the run's and the attempt's numbers as placeholders."""
+    if planned.reserved:
+        planned = dataclasses.replace(planned, session_id=NEW_SESSION)
+    result_file = plan.result_file(cfg, home, task, "<R>", "<n>")
+    request = plan.request(
+        planned,
+        cfg,
         executable=executable,
-        model=route.model,
-        effort=route.effort,
         prompt="",
         workspace=worktree,
-        schema_path=paths[0],
-        settings_path=paths[1],
+        schema_path=schema_path,
         result_file=result_file,
-        session_id=session or NEW_SESSION,
-        resume=resume,
+        retry_result_file=None,
         log_path=home.log_file("preview", "preview"),
         env={},
         deadline=0.0,
-        config_overrides=overrides,
     )
-    return adapter(route.provider).argv(
-        request, resume=resume, result_file=result_file, schema="<schema>"
+    return planned.cli.argv(
+        request, resume=planned.resume, result_file=result_file, schema="<schema>"
     )

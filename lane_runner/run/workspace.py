@@ -325,13 +325,7 @@ def _add(
     """``git worktree add`` on the task's branch, and the branch that was: ``branch``, or
     its twin (``twin_of``) when git cannot have ``branch`` or the task already has the twin."""
     twin = twin_of(branch)
-    if (
-        twin != branch
-        and _git(
-            "rev-parse", "--verify", "--quiet", f"refs/heads/{twin}", cwd=source, owner=owner
-        ).returncode
-        == 0
-    ):
+    if twin != branch and _has_branch(source, twin, owner):
         return _add_on(source, worktree, twin, owner), twin
     result = _add_on(source, worktree, branch, owner)
     if result.returncode != 0 and FOLDER_TAKEN in result.stderr and twin != branch:
@@ -343,6 +337,37 @@ def _add(
         )
         return _add_on(source, worktree, twin, owner), twin
     return result, branch
+
+
+def planned_branch(
+    repository: str | None, worktree: Path, branch: str, owner: str | None = None
+) -> str:
+    """The branch ``prepare`` would work on, found without making anything (a dry run):
+    the one checked out in the task's worktree, else ``branch`` or its twin as ``_add``
+    would choose them."""
+    if worktree.is_dir():
+        checkout = _checkout(worktree, owner)
+        if checkout is not None and checkout[0] == worktree.resolve():
+            return checkout[1]
+    source = Path(repository) if repository else None
+    twin = twin_of(branch)
+    if source is None or not source.is_dir() or twin == branch:
+        return branch
+    if _has_branch(source, twin, owner):
+        return twin
+    if _has_branch(source, branch, owner):
+        return branch
+    parts = branch.split("/")
+    prefixes = ["/".join(parts[:end]) for end in range(1, len(parts))]
+    below = _git("for-each-ref", "--count=1", f"refs/heads/{branch}/", cwd=source, owner=owner)
+    if any(_has_branch(source, prefix, owner) for prefix in prefixes) or below.stdout.strip():
+        return twin  # git would say FOLDER_TAKEN
+    return branch
+
+
+def _has_branch(source: Path, branch: str, owner: str | None) -> bool:
+    said = _git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source, owner=owner)
+    return said.returncode == 0
 
 
 def _add_on(

@@ -1,0 +1,148 @@
+"""The configuration's typed fields, one per key of ``config.KEYS``. Generated: do
+not edit. After changing a key or adding a provider adapter, regenerate it with
+``python -c 'from lane_runner import config; config.write_settings()'``;
+``tests/test_settings.py`` fails while it is stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every key's effective value; ``config.KEYS`` says what each means."""
+
+    board_url: str | None
+    hermes_boards: tuple[str, ...]
+    concurrency: int
+    memory_per_run_mb: int
+    max_running_codex: int
+    max_running_claude: int
+    provider_full: str
+    min_available_memory_mb: int
+    elevated_memory_mb: int
+    min_free_disk_mb: int
+    router_url: str | None
+    router_timeout: float
+    router_auto_route: str
+    router_manual_route: str
+    router_judge_route: str
+    codex_bin: str | None
+    claude_bin: str | None
+    codex_config: dict[str, Any]
+    codex_env: dict[str, str]
+    claude_env: dict[str, str]
+    simulate: bool
+    worker_user: str | None
+    default_assignee: str
+    default_effort: str
+    provider_preference: tuple[str, ...]
+    codex_models: dict[str, str]
+    claude_models: dict[str, str]
+    judge: str | None
+    lease_ttl: float
+    heartbeat_interval: float
+    stall_timeout: float
+    tool_stall_timeout: float
+    busy_cpu_percent: float
+    closing_grace: float
+    max_runtime: float
+    stuck_warning_fraction: float
+    shutdown_grace: float
+    release_on_stop: bool
+    failure_limit: int
+    failure_backoff_base: float
+    failure_backoff_max: float
+    breaker_threshold: int
+    breaker_window: float
+    breaker_probe_interval: float
+    cooldown_base: float
+    cooldown_max: float
+    cooldown_limit: int
+    goal_margin: float
+    progress_note_interval: float
+    worker_env: tuple[str, ...]
+    gc_interval: float
+    retention_days: float
+    retention_count: int
+    retention_bytes: int
+    log_rotate_bytes: int
+    commit_author: str
+    push: str
+    push_remote: str
+    hooks: dict[str, dict[str, Any]]
+    delete_branches: bool
+    metrics_port: int
+    metrics_address: str
+    health_timeout: float
+
+
+class Changes(TypedDict, total=False):
+    """``Config.replace``'s keyword arguments: a key's new value, parsed as from the
+    file."""
+
+    board_url: Any
+    hermes_boards: Any
+    concurrency: Any
+    memory_per_run_mb: Any
+    max_running_codex: Any
+    max_running_claude: Any
+    provider_full: Any
+    min_available_memory_mb: Any
+    elevated_memory_mb: Any
+    min_free_disk_mb: Any
+    router_url: Any
+    router_timeout: Any
+    router_auto_route: Any
+    router_manual_route: Any
+    router_judge_route: Any
+    codex_bin: Any
+    claude_bin: Any
+    codex_config: Any
+    codex_env: Any
+    claude_env: Any
+    simulate: Any
+    worker_user: Any
+    default_assignee: Any
+    default_effort: Any
+    provider_preference: Any
+    codex_models: Any
+    claude_models: Any
+    judge: Any
+    lease_ttl: Any
+    heartbeat_interval: Any
+    stall_timeout: Any
+    tool_stall_timeout: Any
+    busy_cpu_percent: Any
+    closing_grace: Any
+    max_runtime: Any
+    stuck_warning_fraction: Any
+    shutdown_grace: Any
+    release_on_stop: Any
+    failure_limit: Any
+    failure_backoff_base: Any
+    failure_backoff_max: Any
+    breaker_threshold: Any
+    breaker_window: Any
+    breaker_probe_interval: Any
+    cooldown_base: Any
+    cooldown_max: Any
+    cooldown_limit: Any
+    goal_margin: Any
+    progress_note_interval: Any
+    worker_env: Any
+    gc_interval: Any
+    retention_days: Any
+    retention_count: Any
+    retention_bytes: Any
+    log_rotate_bytes: Any
+    commit_author: Any
+    push: Any
+    push_remote: Any
+    hooks: Any
+    delete_branches: Any
+    metrics_port: Any
+    metrics_address: Any
+    health_timeout: Any
