@@ -3,6 +3,7 @@ memory pressure and the slots derived from memory; ``release_on_stop`` hands wor
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -153,7 +154,7 @@ def test_under_elevated_memory_pressure_runs_start_one_per_pass(lane: Lane) -> N
     lane.wait(lambda: len(lane.live_workers()) == 4, what="all four runs to start")
     claimed = sorted(run.claimed_at for task in tasks for run in lane.runs(task.id))
     assert len(claimed) == 4
-    assert all(later - earlier >= 0.9 for earlier, later in zip(claimed, claimed[1:]))
+    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(claimed))
     assert "memory pressure elevated" in lane.cli("status").stdout
     gate.unlink()
     lane.wait(lane.all_done, what="the four tasks")
