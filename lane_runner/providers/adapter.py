@@ -165,7 +165,9 @@ class Provider(Protocol):
 
 
 class CLIAdapter:
-    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes."""
+    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes
+    and write what only their CLI has (``argv``, ``observe``, ``login``, ``speaks``,
+    ``describe``: here they raise NotImplementedError)."""
 
     name: ClassVar[str]
     command: ClassVar[str]
@@ -179,6 +181,8 @@ class CLIAdapter:
     writes_result_file: ClassVar[bool] = False
     reserves_session: ClassVar[bool] = False
     """The runner names the session before the first start (claude ``--session-id``)."""
+    inline_schema: ClassVar[bool] = False
+    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
     session_fallbacks: ClassVar[Mapping[tuple[bool, Classification], bool]] = {}
     """(resumed, classification of that start) -> resume on the one more start it gets."""
 
@@ -250,9 +254,6 @@ class CLIAdapter:
         if attempt.session_id is None and self.reserves_session:
             attempt.session_id = req.session_id
         return attempt
-
-    inline_schema: ClassVar[bool] = False
-    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
 
     def _argv(
         self, req: ProviderRequest, resume: bool, result_file: Path, schema: str

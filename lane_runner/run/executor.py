@@ -340,7 +340,8 @@ class RunExecutor:
         self._save_state_if_possible()
         wait = self._backoff() if decision.count_failure else None
         reason = redact.shown(self._waiting(decision.reason, wait))
-        if decision.count_failure:
+        # A run out of its runtime says the task is long, not that the provider is broken.
+        if decision.count_failure and classification != Classification.TIMED_OUT.value:
             self._file_failure(breaker.scope(breaker.PROVIDER, route.provider), classification,
                                decision.reason)
         return self._end(
@@ -452,23 +453,10 @@ class RunExecutor:
 
     def _route(self, task_context: str) -> Route:
         lane = self.task.assignee or AUTO_ASSIGNEE
-        avoid = plan.exclusion(self.s.home, lane, clock.now()) or self._broken_exclusion(lane)
+        avoid = plan.exclusion(self.s.home, lane, clock.now())
         route = plan.ask_route(self.s.router, task_context, lane, avoid)
         self._record_route(route)
         return route
-
-    def _broken_exclusion(self, assignee: str) -> tuple[str, str] | None:
-        """For ``cli-auto``: the one provider the storm breaker marks broken, to route
-        around (with both broken the daemon claims nothing)."""
-        if assignee != AUTO_ASSIGNEE:
-            return None
-        now = time.time()
-        broken = [
-            (provider, trip.describe())
-            for provider in PROVIDERS
-            if (trip := self.s.breaker.blocked(breaker.scope(breaker.PROVIDER, provider), now))
-        ]
-        return broken[0] if len(broken) == 1 else None
 
     def _fallback(self, task_context: str, failed: Route, reason: str) -> Route:
         self.fell_back = True

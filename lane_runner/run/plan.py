@@ -22,9 +22,11 @@ from lane_runner.board.base import Board, HostedBoard
 from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.home import Home
+from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.providers import Provider, ProviderRequest, adapter
 from lane_runner.router import Route, Router, health
 from lane_runner.run import context as contexts
+from lane_runner.service import breaker
 
 
 def task_context(board: Board, task: Task) -> str:
@@ -37,10 +39,24 @@ def task_context(board: Board, task: Task) -> str:
 
 
 def exclusion(home: Home, lane: str, now: float | None = None) -> tuple[str, str] | None:
-    """The provider the route must avoid for ``lane`` now, with why (``router/health.py``:
-    automatic lanes only)."""
+    """The provider the route must avoid for ``lane`` now, with why (automatic lanes only):
+    one freshly unavailable (``router/health.py``), else the one the storm breaker marks
+    broken (``service/breaker.py``; with both broken the daemon claims nothing)."""
+    moment = time.time() if now is None else now
     healths = health.read_all(home.provider_health)
-    return health.exclusion_for(lane, healths, time.time() if now is None else now)
+    return health.exclusion_for(lane, healths, moment) or _broken(home, lane, moment)
+
+
+def _broken(home: Home, lane: str, now: float) -> tuple[str, str] | None:
+    if lane != AUTO_ASSIGNEE:
+        return None
+    trips = breaker.read(home.breaker_file)
+    broken = [
+        (provider, trip.describe())
+        for provider in PROVIDERS
+        if (trip := trips.get(breaker.scope(breaker.PROVIDER, provider))) and now < trip.probe_at
+    ]
+    return broken[0] if len(broken) == 1 else None
 
 
 def ask_route(router: Router, task_context: str, lane: str, avoid: tuple[str, str] | None) -> Route:

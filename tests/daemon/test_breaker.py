@@ -140,3 +140,64 @@ def test_clearing_what_is_not_broken_says_what_is(lane: Lane) -> None:
     refused = lane.cli("health", "clear", "provider:codex")
     assert refused.returncode == 2 and "is not marked broken" in refused.stderr
     assert lane.cli("health", "show").stdout.strip() == "nothing marked broken"
+
+
+def test_a_provider_failing_every_task_the_same_way_is_routed_around(lane: Lane) -> None:
+    """codex crashes on every task (a broken install): after three tasks it is marked broken,
+    and the other seven fall back to claude at once, without a counted failure each."""
+    lane.write_config(
+        concurrency=1,
+        failure_backoff_base=3600.0,
+        failure_backoff_max=3600.0,
+        breaker_threshold=3,
+        breaker_window=3600.0,
+        breaker_probe_interval=7200.0,
+    )
+    tasks = [
+        lane.add(f"task {index}", body="[sim@codex:crash]", assignee="cli-codex-low")
+        for index in range(10)
+    ]
+    daemon = lane.start()
+    lane.wait(
+        lambda: sum(t.status is Status.DONE for t in lane.tasks()) == 7,
+        timeout=120,
+        what="the tasks after the trip to be done by claude",
+    )
+    assert sum(task.failure_count for task in lane.tasks()) == 3
+    trips = breaker.read(lane.home.breaker_file)
+    assert list(trips) == ["provider:codex"] and trips["provider:codex"].count == 3
+    done = [task for task in tasks if lane.board.get_task(task.id).status is Status.DONE]
+    for task in done:
+        assert [a["provider"] for a in lane.lane_state(task.id)["attempts"]] == ["claude"]  # type: ignore[index]
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_a_successful_probe_clears_the_breaker(lane: Lane) -> None:
+    """Nobody clears it: once the hook works again, the next probe's success does."""
+    lane.write_config(
+        concurrency=1,
+        failure_backoff_base=3600.0,
+        failure_backoff_max=3600.0,
+        breaker_threshold=2,
+        breaker_window=3600.0,
+        breaker_probe_interval=1.0,
+        hooks={"*": {"before_run": "echo 'cannot reach the package mirror' >&2; exit 3"}},
+    )
+    tasks = [lane.add(f"task {index}") for index in range(10)]
+    daemon = lane.start()
+    lane.wait(lane.home.breaker_file.exists, what="the breaker to trip")
+    lane.write_config(hooks={})  # the mirror is back
+    daemon.send_signal(signal.SIGHUP)
+
+    def settled() -> bool:
+        fresh = [lane.board.get_task(task.id) for task in tasks]
+        untouched = [task for task in fresh if task.failure_count == 0]
+        return not lane.home.breaker_file.exists() and bool(untouched) and all(
+            task.status is Status.DONE for task in untouched
+        )
+
+    lane.wait(settled, timeout=120, what="a probe to clear the breaker and the rest to run")
+    assert "works again: its breaker is cleared" in (lane.root / "daemon.log").read_text()
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0

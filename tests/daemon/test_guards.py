@@ -3,6 +3,7 @@ memory pressure and the slots derived from memory; ``release_on_stop`` hands wor
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -138,3 +139,24 @@ def test_release_on_stop_hands_running_work_back_uncounted(lane: Lane) -> None:
     handed = [c.body for c in lane.board.comments(task.id) if "handed back at shutdown" in c.body]
     assert len(handed) == 1 and "release_on_stop" in handed[0]
     assert f"lane/work/{task.id}" in handed[0]
+
+
+def test_under_elevated_memory_pressure_runs_start_one_per_pass(lane: Lane) -> None:
+    """Every reading is 'elevated' with the threshold above any machine's memory: four
+    free slots and four ready tasks still start one run per pass, passes a claim sweep
+    (1 s) apart, and status says so. (The spacing is the guard's own rule, not a speed.)"""
+    gate = lane.root / "gate"
+    gate.touch()  # every CLI waits after its first event: all four runs overlap
+    lane.extra_env["LANE_RUNNER_SIM_GATE"] = str(gate)
+    lane.write_config(concurrency=4, min_available_memory_mb=0, elevated_memory_mb=1 << 30)
+    tasks = [lane.add(f"task {index}") for index in range(4)]
+    daemon = lane.start()
+    lane.wait(lambda: len(lane.live_workers()) == 4, what="all four runs to start")
+    claimed = sorted(run.claimed_at for task in tasks for run in lane.runs(task.id))
+    assert len(claimed) == 4
+    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(claimed))
+    assert "memory pressure elevated" in lane.cli("status").stdout
+    gate.unlink()
+    lane.wait(lane.all_done, what="the four tasks")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0

@@ -39,21 +39,26 @@ def test_a_tool_burning_cpu_silently_past_the_stall_timeout_survives(lane: Lane)
 
 
 def test_a_silent_tool_call_in_flight_runs_on_the_tool_clock(lane: Lane) -> None:
-    """A tool that waits (no CPU) for several stall timeouts: alive while its call is in
-    flight, and status shows the tool clock running."""
+    """A tool that waits (no CPU) for several stall timeouts, until the test lets it end:
+    alive while its call is in flight, and status shows the tool clock running."""
+    gate = lane.root / "tool-gate"
+    gate.touch()
+    lane.extra_env["LANE_RUNNER_SIM_TOOL_GATE"] = str(gate)
     lane.write_config(stall_timeout=STALL, tool_stall_timeout=3600.0, busy_cpu_percent=0.0)
     tasks = {
-        provider: lane.add(f"wait {provider}", body="[sim:silent-tool:6:sleep]",
+        provider: lane.add(f"wait {provider}", body="[sim:silent-tool:3:sleep]",
                            assignee=f"cli-{provider}-low")
         for provider in ("codex", "claude")
     }
     daemon = lane.start()
 
-    def clocks() -> set[object]:
+    def clocks() -> list[object]:
         state = json.loads(lane.cli("status", "--json").stdout)
-        return {run.get("clock") for run in state["active"]}
+        return [run.get("clock") for run in state["active"]]
 
-    lane.wait(lambda: "tool" in clocks(), what="status to show the tool clock")
+    lane.wait(lambda: clocks() == ["tool", "tool"], what="status to show the tool clock")
+    assert lane.cli("status").stdout.count("tool 1h00m") == 2
+    gate.unlink()
     lane.wait(lambda: lane.all_done(), timeout=120, what="both tasks")
     for provider, task in tasks.items():
         assert attempts(lane, task.id) == [(provider, "ok")]

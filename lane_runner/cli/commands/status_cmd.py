@@ -24,9 +24,8 @@ from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
 from lane_runner.board.model import Status, Task
 from lane_runner.cli import inspection
-from lane_runner.cli.arguments import seconds, whole
+from lane_runner.cli.arguments import add_json_flag, load_config, seconds, whole
 from lane_runner.cli.commands.task_cmd import backoff_of
-from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import (
     duration,
     ensure_reader,

@@ -14,6 +14,7 @@ running (both wall-clock seconds), so benchmarks can time "ready → started".
 ``LANE_RUNNER_SIM_GATE`` names a file: while it exists, each run waits after its
 first event, before its scenario plays out, so a test can hold every CLI at one
 point (then, say, lock the board) and let them all finish at once by removing it.
+``LANE_RUNNER_SIM_TOOL_GATE`` does the same inside ``silent-tool``'s tool call.
 """
 
 from __future__ import annotations
@@ -262,3 +263,6 @@ def silent_tool(scenario: Scenario) -> None:
     )
     subprocess.run([sys.executable, "-c", code, str(seconds), mode], check=True,
                    stdin=subprocess.DEVNULL)
+    gate = os.environ.get("LANE_RUNNER_SIM_TOOL_GATE")
+    while gate and os.path.lexists(gate):
+        time.sleep(0.02)
