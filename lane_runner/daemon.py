@@ -22,14 +22,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from journal import RetentionPolicy
+from lane_runner import clock, redact
 from lane_runner import config as configuration
-from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
-from lane_runner.run import cleanup
+from lane_runner.run import budget, cleanup
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
-from lane_runner.service import logs, memory, metrics, pause, recovery, status, stuck
+from lane_runner.service import ledger, logs, memory, metrics, pause, recovery, status, stuck
 from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
@@ -293,12 +293,25 @@ class Daemon:
 
     def _open_boards(self) -> list[str]:
         """The boards claims may come from: paused ones are skipped (``claim`` would refuse
-        them anyway, under the board lock), and when every board is paused, status says so."""
+        them anyway, under the board lock), and so are those whose daily budget is spent;
+        when none is left, status says why."""
         slugs = list(self.services.store.board_slugs())
-        open_slugs = [slug for slug in slugs if self._board_pause(slug) is None]
-        if slugs and not open_slugs:
+        unpaused = [slug for slug in slugs if self._board_pause(slug) is None]
+        if slugs and not unpaused:
             self.hold = ("board_paused", f"every board is paused ({', '.join(slugs)})")
-        return open_slugs
+        spent = {slug: why for slug in unpaused if (why := self._budget_spent(slug))}
+        if unpaused and len(spent) == len(unpaused):
+            said = "; ".join(f"{slug}: {why}" for slug, why in spent.items())
+            self.hold = ("budget", f"every open board's daily budget is spent ({said})")
+        return [slug for slug in unpaused if slug not in spent]
+
+    def _budget_spent(self, slug: str) -> str | None:
+        """Why nothing more is claimed on ``slug`` today (its daily budget), or None."""
+        daily = self.services.cfg.daily_budget_usd
+        if budget.daily_budget(daily, slug) is None:
+            return None
+        today = ledger.on_day(self.services.ledger.records(slug), clock.now())
+        return budget.board_spent(daily, slug, today)
 
     def _board_pause(self, slug: str) -> BoardPause | None:
         try:

@@ -77,7 +77,8 @@ PENDING_FINALIZATIONS = Gauge(
 
 CLAIMS_HELD = Gauge(
     "lane_runner_claims_held",
-    "1 while free slots are left unclaimed, by reason (paused, board_paused, memory, caps)",
+    "1 while free slots are left unclaimed, by reason (paused, board_paused, budget, memory, "
+    "caps)",
     ["reason"],
     registry=REGISTRY,
 )
@@ -111,7 +112,7 @@ STUCK_WARNINGS = Counter(
 STOPS = Counter(
     "lane_runner_stops", "Runs ended by an operator's task stop", ["board"], registry=REGISTRY
 )
-HOLD_REASONS = ("paused", "board_paused", "memory", "caps")
+HOLD_REASONS = ("paused", "board_paused", "budget", "memory", "caps")
 
 
 def run_ended(board: str, step: str, seconds: float) -> None:

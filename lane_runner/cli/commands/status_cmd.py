@@ -30,8 +30,8 @@ from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import health
-from lane_runner.run import lanestate
-from lane_runner.service import lock, pause, status
+from lane_runner.run import budget, lanestate
+from lane_runner.service import ledger, lock, pause, status
 
 
 def register(subparsers: Any) -> None:
@@ -61,11 +61,23 @@ def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
                     "paused": None if paused is None else {
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
+                    "budget": _daily_budget(cfg, slug),
                     "error": None,
                 }
             except BoardError as error:
-                counts[slug] = {"counts": {}, "paused": None, "error": str(error)}
+                counts[slug] = {"counts": {}, "paused": None, "budget": None, "error": str(error)}
     return counts
+
+
+def _daily_budget(cfg: Config, slug: str) -> dict[str, Any] | None:
+    """The board's daily budget, today's spend (UTC, from the usage ledger), and why
+    nothing is claimed there when it is spent; None without a budget."""
+    limit = budget.daily_budget(cfg.daily_budget_usd, slug)
+    if limit is None:
+        return None
+    today = ledger.on_day(ledger.read(Home(cfg.home).usage_file(slug)), clock.now())
+    return {"daily_usd": limit, "spent_usd": round(today.cost_usd, 6),
+            "spent": budget.board_spent(cfg.daily_budget_usd, slug, today)}
 
 
 def _pending(home: Home, unsafe: list[str]) -> list[dict[str, Any]]:
@@ -136,6 +148,15 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         "cooldown_limit": cfg.cooldown_limit,
         "unsafe_directories": unsafe,
     }
+
+
+def _budget_cell(found: dict[str, Any] | None) -> str | None:
+    """``$1.2300 of $5.0000``, or the board's spent budget in words."""
+    if found is None:
+        return None
+    if found["spent"]:
+        return f"not claiming: {found['spent']}"
+    return f"${found['spent_usd']:.4f} of ${found['daily_usd']:.4f}"
 
 
 def _providers(home: Home) -> list[dict[str, Any]]:
@@ -292,12 +313,13 @@ def _print(document: dict[str, Any], now: float) -> None:
     statuses = sorted({name for board in boards.values() for name in board["counts"]})
     if boards:
         print_table(
-            ("board", *statuses, "paused", "error"),
+            ("board", *statuses, "paused", "budget today", "error"),
             [
                 (
                     slug,
                     *(board["counts"].get(name, 0) for name in statuses),
                     board["paused"]["reason"] if board["paused"] else None,
+                    _budget_cell(board["budget"]),
                     board["error"],
                 )
                 for slug, board in boards.items()

@@ -126,8 +126,7 @@ class Run:
         self.item("reasoning", text="**Reading the task**")
         play.wait_at_gate()
         if name == "capacity":
-            self.fail_turn("You've hit your usage limit. Upgrade to Pro "
-                           "(https://chatgpt.com/explore/pro), or try again at 3:05 PM.")
+            self.fail_turn(play.codex_limit_text(self.scenario))
         if name == "auth":
             self.fail_turn("unexpected status 401 Unauthorized: Missing bearer or basic "
                            "authentication in header")
