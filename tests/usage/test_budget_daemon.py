@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from lane_runner.board.model import Status
+from lane_runner.board.model import BlockKind, Status
 from tests.harness import BOARD, Lane
 
 #: The simulated codex reports 1,200 input and 80 output tokens a turn (cli-codex-low's
@@ -77,3 +77,24 @@ def test_usage_rejects_bad_periods(lane: Lane) -> None:
         assert done.returncode == 2 and said in done.stderr, done.stderr
     empty = json.loads(lane.cli("usage", "--since", "7d", "--json").stdout)
     assert empty["rows"] == [] and empty["total"]["total_tokens"] == 0
+
+
+def test_a_task_blocked_for_its_budget_runs_again_once_the_budget_is_raised(lane: Lane) -> None:
+    """The simulated codex spends 1,280 tokens a turn; a goal task allowed 1,000 is blocked
+    ``budget`` after its first turn (no second turn); raised with ``task edit`` and
+    retried, it works its turns (and ends for its own reason)."""
+    task = lane.add("[sim:incomplete] more to do", assignee="cli-codex-low", goal_turns=2,
+                    max_tokens=1000)
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+    blocked = lane.board.get_task(task.id)
+    assert blocked.block_kind is BlockKind.BUDGET, blocked
+    assert "budget of 1000 tokens is spent: $0.0000 (+1 unpriced) and 1,280 tokens" in (
+        blocked.block_reason or "")
+    raised = lane.cli("task", "edit", task.id, "--max-tokens", "100000")
+    assert raised.returncode == 0, raised.stderr
+    assert lane.cli("task", "retry", task.id).returncode == 0
+    assert lane.start("--until-idle").wait(timeout=120) == 0
+    again = lane.board.get_task(task.id)
+    assert again.status is Status.BLOCKED and again.block_kind is BlockKind.NEEDS_INPUT, again
+    spent = json.loads(lane.cli("task", "show", task.id, "--json").stdout)["usage"]
+    assert spent["total_tokens"] == 3 * 1280 and spent["cost_complete"] is False

@@ -149,8 +149,9 @@ class Run:
         for path in self.invocation.options.get("output", []):
             Path(path).write_text(text)
         self.item("agent_message", text=text)
-        play.emit({"type": "turn.completed",
-                   "usage": {"input_tokens": 1200, "cached_input_tokens": 0, "output_tokens": 80}})
+        # codex's usage is the thread's running total: 1,200 in and 80 out per turn here
+        play.emit({"type": "turn.completed", "usage": {
+            "input_tokens": 1200 * turn, "cached_input_tokens": 0, "output_tokens": 80 * turn}})
         play.linger_if(self.scenario)
 
     def work(self) -> None:
