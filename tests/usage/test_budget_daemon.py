@@ -34,6 +34,8 @@ def test_a_board_whose_daily_budget_is_spent_is_not_claimed_from(lane: Lane) -> 
     assert spent["daily_usd"] == 0.0004 and spent["spent_usd"] >= 0.0004
     assert "daily budget $0.0004 spent" in spent["spent"]
     assert "not claiming: daily budget" in lane.cli("status").stdout
+    today = shown["boards"][BOARD]["usage_today"]
+    assert today["cost_usd"] == spent["spent_usd"] and today["total_tokens"] == 1280
     usage = json.loads(lane.cli("usage", "--by", "day", "--json").stdout)
     assert usage["total"]["cost_usd"] == spent["spent_usd"]
     daemon.terminate()

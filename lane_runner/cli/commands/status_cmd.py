@@ -61,23 +61,27 @@ def _board_counts(cfg: Config) -> dict[str, dict[str, Any]]:
                     "paused": None if paused is None else {
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
-                    "budget": _daily_budget(cfg, slug),
+                    **_today(cfg, slug),
                     "error": None,
                 }
             except BoardError as error:
-                counts[slug] = {"counts": {}, "paused": None, "budget": None, "error": str(error)}
+                counts[slug] = {"counts": {}, "paused": None, **_today(cfg, slug),
+                                "error": str(error)}
     return counts
 
 
-def _daily_budget(cfg: Config, slug: str) -> dict[str, Any] | None:
-    """The board's daily budget, today's spend (UTC, from the usage ledger), and why
-    nothing is claimed there when it is spent; None without a budget."""
-    limit = budget.daily_budget(cfg.daily_budget_usd, slug)
-    if limit is None:
-        return None
+def _today(cfg: Config, slug: str) -> dict[str, Any]:
+    """What the board spent today (UTC, from the usage ledger), and its daily budget
+    with why nothing is claimed there when it is spent (None without a budget)."""
     today = ledger.on_day(ledger.read(Home(cfg.home).usage_file(slug)), clock.now())
-    return {"daily_usd": limit, "spent_usd": round(today.cost_usd, 6),
-            "spent": budget.board_spent(cfg.daily_budget_usd, slug, today)}
+    limit = budget.daily_budget(cfg.daily_budget_usd, slug)
+    return {
+        "usage_today": today.to_dict(),
+        "budget": None if limit is None else {
+            "daily_usd": limit, "spent_usd": round(today.cost_usd, 6),
+            "spent": budget.board_spent(cfg.daily_budget_usd, slug, today),
+        },
+    }
 
 
 def _pending(home: Home, unsafe: list[str]) -> list[dict[str, Any]]:
@@ -150,13 +154,14 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
     }
 
 
-def _budget_cell(found: dict[str, Any] | None) -> str | None:
-    """``$1.2300 of $5.0000``, or the board's spent budget in words."""
-    if found is None:
-        return None
-    if found["spent"]:
+def _spent_cell(today: dict[str, Any], found: dict[str, Any] | None) -> str:
+    """``$1.2300 (12,400 tokens)``, ``… of $5.0000`` with a budget, or the board's
+    spent budget in words."""
+    if found is not None and found["spent"]:
         return f"not claiming: {found['spent']}"
-    return f"${found['spent_usd']:.4f} of ${found['daily_usd']:.4f}"
+    unknown = "" if today["cost_complete"] else "+?"
+    said = f"${today['cost_usd']:.4f}{unknown} ({today['total_tokens']:,} tokens)"
+    return said if found is None else f"{said} of ${found['daily_usd']:.4f}"
 
 
 def _providers(home: Home) -> list[dict[str, Any]]:
@@ -313,13 +318,13 @@ def _print(document: dict[str, Any], now: float) -> None:
     statuses = sorted({name for board in boards.values() for name in board["counts"]})
     if boards:
         print_table(
-            ("board", *statuses, "paused", "budget today", "error"),
+            ("board", *statuses, "paused", "spent today", "error"),
             [
                 (
                     slug,
                     *(board["counts"].get(name, 0) for name in statuses),
                     board["paused"]["reason"] if board["paused"] else None,
-                    _budget_cell(board["budget"]),
+                    _spent_cell(board["usage_today"], board["budget"]),
                     board["error"],
                 )
                 for slug, board in boards.items()
