@@ -23,18 +23,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from journal import RetentionPolicy
+from lane_runner import clock, redact
 from lane_runner import config as configuration
-from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.run import cleanup
+from lane_runner.run import budget, cleanup
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
     breaker,
     disk,
+    ledger,
     logs,
     memory,
     metrics,
@@ -363,12 +364,19 @@ class Daemon:
 
     def _open_boards(self) -> list[str]:
         """The boards claims may come from: paused ones are skipped (``claim`` would refuse
-        them anyway, under the board lock), and when every board is paused, status says so."""
+        them anyway, under the board lock), and so are those whose daily budget is spent
+        and those the storm breaker marks broken; when none is left, status says why."""
         slugs = list(self.services.store.board_slugs())
-        open_slugs = [slug for slug in slugs if self._board_pause(slug) is None]
-        if slugs and not open_slugs:
+        unpaused = [slug for slug in slugs if self._board_pause(slug) is None]
+        if slugs and not unpaused:
             self.hold = ("board_paused", f"every board is paused ({', '.join(slugs)})")
-            return open_slugs
+            return unpaused
+        spent = {slug: why for slug in unpaused if (why := self._budget_spent(slug))}
+        if unpaused and len(spent) == len(unpaused):
+            said = "; ".join(f"{slug}: {why}" for slug, why in spent.items())
+            self.hold = ("budget", f"every open board's daily budget is spent ({said})")
+            return []
+        open_slugs = [slug for slug in unpaused if slug not in spent]
         now = time.time()
         broken = {
             slug: trip
@@ -378,6 +386,14 @@ class Daemon:
         if open_slugs and len(broken) == len(open_slugs):
             self.hold = ("breaker", "; ".join(trip.describe() for trip in broken.values()))
         return [slug for slug in open_slugs if slug not in broken]
+
+    def _budget_spent(self, slug: str) -> str | None:
+        """Why nothing more is claimed on ``slug`` today (its daily budget), or None."""
+        daily = self.services.cfg.daily_budget_usd
+        if budget.daily_budget(daily, slug) is None:
+            return None
+        today = ledger.on_day(self.services.ledger.records(slug), clock.now())
+        return budget.board_spent(daily, slug, today)
 
     def _board_pause(self, slug: str) -> BoardPause | None:
         try:

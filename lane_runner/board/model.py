@@ -195,3 +195,5 @@ class TaskEdit:
     max_runtime: float | None = None
     goal_turns: int | None = None
     max_retries: int | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None

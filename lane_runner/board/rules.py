@@ -73,10 +73,7 @@ def checked_task(new: NewTask) -> NewTask:
     for parent in new.parents:
         check_name("parent task id", parent)
     _check_limits(new.goal_turns, new.max_runtime, new.max_retries)
-    if new.max_cost_usd is not None and not new.max_cost_usd > 0:
-        raise UsageError(f"max cost must be more than 0 dollars, not {new.max_cost_usd:g}")
-    if new.max_tokens is not None and not new.max_tokens > 0:
-        raise UsageError(f"max tokens must be more than 0, not {new.max_tokens}")
+    _check_budgets(new.max_cost_usd, new.max_tokens)
     return replace(
         new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
     )
@@ -94,13 +91,21 @@ def checked_edit(edit: TaskEdit) -> TaskEdit:
     if edit.workspace:
         check_text("workspace", edit.workspace)
     _check_limits(edit.goal_turns, edit.max_runtime, edit.max_retries)
+    _check_budgets(edit.max_cost_usd, edit.max_tokens)
     return edit
+
+
+def _check_budgets(max_cost_usd: float | None, max_tokens: int | None) -> None:
+    if max_cost_usd is not None and not max_cost_usd > 0:
+        raise UsageError(f"max cost must be more than 0 dollars, not {max_cost_usd:g}")
+    if max_tokens is not None and not max_tokens > 0:
+        raise UsageError(f"max tokens must be more than 0, not {max_tokens}")
 
 
 #: The task columns ``Board.edit`` may change (each a ``TaskEdit`` field of that name).
 EDITABLE = (
     "title", "body", "assignee", "priority", "workspace", "max_runtime", "goal_turns",
-    "max_retries",
+    "max_retries", "max_cost_usd", "max_tokens",
 )
 
 

@@ -219,6 +219,12 @@ def total(records: Iterable[Mapping[str, Any]]) -> Totals:
     return totals
 
 
+def on_day(records: Iterable[Mapping[str, Any]], at: float) -> Totals:
+    """What ``records`` spent on the UTC day of ``at`` (a board's daily budget)."""
+    day = day_of(at)
+    return total(r for r in records if r["day"] == day)
+
+
 def summarize(records: Iterable[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
     """Totals per distinct value of the dimensions ``by`` (``DIMENSIONS``), sorted."""
     records = list(records)

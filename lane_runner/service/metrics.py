@@ -77,7 +77,8 @@ PENDING_FINALIZATIONS = Gauge(
 
 CLAIMS_HELD = Gauge(
     "lane_runner_claims_held",
-    "1 while free slots are left unclaimed, by reason (paused, board_paused, memory, caps)",
+    "1 while free slots are left unclaimed, by reason (paused, board_paused, budget, memory, "
+    "caps)",
     ["reason"],
     registry=REGISTRY,
 )
@@ -129,7 +130,7 @@ DISK_FREE = Gauge(
     ["path"],
     registry=REGISTRY,
 )
-HOLD_REASONS = ("paused", "board_paused", "memory", "caps", "breaker", "disk")
+HOLD_REASONS = ("paused", "board_paused", "budget", "memory", "caps", "breaker", "disk")
 
 
 def run_ended(board: str, step: str, seconds: float) -> None:

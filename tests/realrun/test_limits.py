@@ -164,3 +164,28 @@ def test_a_dollar_budget_given_at_task_add_stops_the_goal_between_turns(
     assert {r["turn"] for r in model_server.requests(name, "codex")} == {0, 1}
     shown = json.loads(real_lane.cli("task", "show", "--board", BOARD, task_id, "--json").stdout)
     assert shown["usage"]["cost_usd"] == pytest.approx((3000 * 0.25 + 100 * 2.0) / 1e6)
+
+
+def test_claude_is_given_what_is_left_of_a_dollar_budget_and_stops_itself_there(
+    real_lane: RealLane, model_server: ModelServer
+) -> None:
+    """claude's dollars come with its ``result`` only, so a dollar budget is also handed
+    to claude (``--max-budget-usd``, what is left of it): the real claude stops after the
+    response that reaches it (``error_max_budget_usd``), and the task is blocked
+    ``budget`` with claude's own figure."""
+    real_lane.write_config(max_cost_usd=0.001)
+    name = marker("budget-claude-dollars")
+    model_server.script(name, claude=[
+        {"shell": "echo one > one.txt"},
+        {"shell": "echo two > two.txt"},
+        {"answer": answer("made two files", ["one.txt", "two.txt"])},
+    ])
+    task = real_lane.add(name, assignee="cli-claude-low")
+    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    blocked = real_lane.board.get_task(task.id)
+    assert (blocked.status, blocked.block_kind) == (Status.BLOCKED, BlockKind.BUDGET), (
+        blocked, real_lane.task_log(task.id)[-3000:])
+    assert "--max-budget-usd 0.0010" in real_lane.task_log(task.id)
+    assert "the task's budget of $0.0010 is spent" in (blocked.block_reason or "")
+    assert blocked.failure_count == 0
+    assert 2 not in {r["turn"] for r in model_server.requests(name, "claude")}

@@ -38,8 +38,8 @@ from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import health
-from lane_runner.run import lanestate
-from lane_runner.service import breaker, lock, pause, status
+from lane_runner.run import budget, lanestate
+from lane_runner.service import breaker, ledger, lock, pause, status
 
 
 def register(subparsers: Any) -> None:
@@ -70,11 +70,13 @@ def _board_counts(cfg: Config, now: float) -> dict[str, dict[str, Any]]:
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
                     "backing_off": _backing_off(board.list_tasks(Status.READY), now),
+                    **_today(cfg, slug),
                     "error": None,
                 }
             except BoardError as error:
                 counts[slug] = {
-                    "counts": {}, "paused": None, "backing_off": [], "error": str(error)
+                    "counts": {}, "paused": None, "backing_off": [], **_today(cfg, slug),
+                    "error": str(error),
                 }
     return counts
 
@@ -99,6 +101,20 @@ def _breaker(home: Home) -> list[dict[str, Any]]:
         }
         for trip in breaker.read(home.breaker_file).values()
     ]
+
+
+def _today(cfg: Config, slug: str) -> dict[str, Any]:
+    """What the board spent today (UTC, from the usage ledger), and its daily budget
+    with why nothing is claimed there when it is spent (None without a budget)."""
+    today = ledger.on_day(ledger.read(Home(cfg.home).usage_file(slug)), clock.now())
+    limit = budget.daily_budget(cfg.daily_budget_usd, slug)
+    return {
+        "usage_today": today.to_dict(),
+        "budget": None if limit is None else {
+            "daily_usd": limit, "spent_usd": round(today.cost_usd, 6),
+            "spent": budget.board_spent(cfg.daily_budget_usd, slug, today),
+        },
+    }
 
 
 def _pending(home: Home, unsafe: list[str]) -> list[dict[str, Any]]:
@@ -171,6 +187,16 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         "cooldown_limit": cfg.cooldown_limit,
         "unsafe_directories": unsafe,
     }
+
+
+def _spent_cell(today: dict[str, Any], found: dict[str, Any] | None) -> str:
+    """``$1.2300 (12,400 tokens)``, ``… of $5.0000`` with a budget, or the board's
+    spent budget in words."""
+    if found is not None and found["spent"]:
+        return f"not claiming: {found['spent']}"
+    unknown = "" if today["cost_complete"] else "+?"
+    said = f"${today['cost_usd']:.4f}{unknown} ({today['total_tokens']:,} tokens)"
+    return said if found is None else f"{said} of ${found['daily_usd']:.4f}"
 
 
 def _providers(home: Home) -> list[dict[str, Any]]:
@@ -349,12 +375,13 @@ def _print(document: dict[str, Any], now: float) -> None:
     statuses = sorted({name for board in boards.values() for name in board["counts"]})
     if boards:
         print_table(
-            ("board", *statuses, "paused", "error"),
+            ("board", *statuses, "paused", "spent today", "error"),
             [
                 (
                     slug,
                     *(board["counts"].get(name, 0) for name in statuses),
                     board["paused"]["reason"] if board["paused"] else None,
+                    _spent_cell(board["usage_today"], board["budget"]),
                     board["error"],
                 )
                 for slug, board in boards.items()

@@ -14,7 +14,7 @@ from typing import Any
 from lane_runner.board import open_store
 from lane_runner.board.model import TaskEdit
 from lane_runner.board.rules import MAX_RETRIES
-from lane_runner.cli.arguments import load_config, seconds, whole
+from lane_runner.cli.arguments import dollars, load_config, seconds, whole
 from lane_runner.cli.output import print_json
 from lane_runner.cli.tasks import (
     checked_workspace,
@@ -46,6 +46,8 @@ def register_actions(commands: Any) -> None:
     edit.add_argument(
         "--max-retries", type=whole(0, MAX_RETRIES), help="counted failures retried"
     )
+    edit.add_argument("--max-cost-usd", type=dollars, help="the task's dollar budget")
+    edit.add_argument("--max-tokens", type=whole(1), help="the task's token budget")
     edit.set_defaults(handler=edit_task)
 
     retry = commands.add_parser(
@@ -80,11 +82,14 @@ def _edit_of(args: argparse.Namespace) -> TaskEdit:
         max_runtime=args.max_runtime,
         goal_turns=args.goal_turns,
         max_retries=args.max_retries,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
     )
     if edit == TaskEdit():
         raise UsageError(
             "task edit: name what to change: --title, --body, --body-file, --assignee, "
-            "--priority, --workspace, --max-runtime, --goal-turns or --max-retries"
+            "--priority, --workspace, --max-runtime, --goal-turns, --max-retries, "
+            "--max-cost-usd or --max-tokens"
         )
     return edit
 

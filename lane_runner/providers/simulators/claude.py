@@ -168,7 +168,12 @@ class Run:
             self.result(session_id, is_error=True, text="Not logged in · Please run /login",
                         status=1)
         if name == "capacity":
-            text = "You've hit your session limit · resets 3pm (UTC)"
+            resets = play.resets_at(self.scenario)
+            if resets is not None:
+                self.event("rate_limit_event", session_id, rate_limit_info={
+                    "status": "rejected", "resetsAt": int(resets),
+                    "rateLimitType": "five_hour", "isUsingOverage": False})
+            text = play.claude_limit_text(resets)
             self.assistant(session_id, text, error="rate_limit")
             self.result(session_id, is_error=True, text=text, status=1)
         if name == "hang":

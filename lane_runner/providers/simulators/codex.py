@@ -126,8 +126,7 @@ class Run:
         self.item("reasoning", text="**Reading the task**")
         play.wait_at_gate()
         if name == "capacity":
-            self.fail_turn("You've hit your usage limit. Upgrade to Pro "
-                           "(https://chatgpt.com/explore/pro), or try again at 3:05 PM.")
+            self.fail_turn(play.codex_limit_text(self.scenario))
         if name == "auth":
             self.fail_turn("unexpected status 401 Unauthorized: Missing bearer or basic "
                            "authentication in header")
@@ -158,8 +157,9 @@ class Run:
         for path in self.invocation.options.get("output", []):
             Path(path).write_text(text)
         self.item("agent_message", text=text)
-        play.emit({"type": "turn.completed",
-                   "usage": {"input_tokens": 1200, "cached_input_tokens": 0, "output_tokens": 80}})
+        # codex's usage is the thread's running total: 1,200 in and 80 out per turn here
+        play.emit({"type": "turn.completed", "usage": {
+            "input_tokens": 1200 * turn, "cached_input_tokens": 0, "output_tokens": 80 * turn}})
         play.linger_if(self.scenario)
 
     def work(self) -> None:

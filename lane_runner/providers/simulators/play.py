@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,34 @@ def pause(scale: float = 1.0) -> None:
 def hang() -> None:
     while True:
         time.sleep(3600)
+
+
+def resets_at(scenario: Scenario) -> float | None:
+    """``capacity:N``: the limit resets N seconds from now (None for a bare ``capacity``,
+    whose words name no reset, as when the API said none)."""
+    seconds = scenario.number(-1.0)
+    return None if seconds < 0 else time.time() + seconds
+
+
+def codex_limit_text(scenario: Scenario) -> str:
+    """codex's usage-limit words, with "try again at" in the local zone when they name
+    the reset (as codex-cli 0.171.0 prints them)."""
+    resets = resets_at(scenario)
+    head = "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), or "
+    if resets is None:
+        return head + "try again later."
+    moment = datetime.fromtimestamp(resets).astimezone()
+    return head + f"try again at {moment.strftime('%I:%M %p').lstrip('0')}."
+
+
+def claude_limit_text(resets: float | None) -> str:
+    """claude's words: with an API key a bare 429, on a claude.ai login its limit and
+    the reset in UTC (as Claude Code 2.1.332 prints them)."""
+    if resets is None:
+        return "API Error: Request rejected (429) · Rate limited"
+    moment = datetime.fromtimestamp(resets, UTC)
+    said = moment.strftime("%I:%M%p").lstrip("0").lower()
+    return f"You've hit your 5-hour limit · resets {said} (UTC)"
 
 
 def linger_if(scenario: Scenario) -> None:
