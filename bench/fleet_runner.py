@@ -3,7 +3,7 @@
 ``python -m bench.fleet_runner SPEC.json``
 
 Each runner is a thread with its own ``PostgresStore`` (its own pool within its
-connection budget, its own listener or poll), holding up to ``slots`` runs at
+connection budget, its own listener or poll), holding up to its ``slots`` runs at
 once, as a daemon with that many worker slots does, with no CLI: it claims while
 a slot is free, heartbeats each run every ``heartbeat`` seconds, completes it
 when its random duration is over, and waits on ``wait_for_change`` while it has a
@@ -56,6 +56,7 @@ def runner(spec: dict[str, Any], index: int, recorder: Recorder, go: threading.E
     due: list[tuple[float, int, float]] = []  # (when, run id, ends at)
     freed: collections.deque[float] = collections.deque()  # when each free slot was freed
     rng = random.Random(spec["first"] + index)
+    slots = spec["slots"][index]
     go.wait()
     try:
         while not stop.is_set():
@@ -77,7 +78,7 @@ def runner(spec: dict[str, Any], index: int, recorder: Recorder, go: threading.E
                     continue
                 recorder.add(kind, time.perf_counter() - started)
             empty = False
-            while len(due) < spec["slots"] and not stop.is_set():
+            while len(due) < slots and not stop.is_set():
                 started = time.perf_counter()
                 try:
                     claim = board.claim(node, LEASE_TTL, "cli-auto")

@@ -69,17 +69,15 @@ class Measured:
         return self.started / self.window
 
 
-def _backend_cpu(url: str) -> dict[int, float]:
-    """CPU seconds so far of each backend serving ``url``'s database, by pid."""
-    name = url.rpartition("/")[2]
-    with psycopg.connect(url, autocommit=True) as admin:
-        pids = [
-            row[0]
-            for row in admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
-        ]
+def _backend_cpu(observer: psycopg.Connection[Any], name: str) -> dict[int, float]:
+    """CPU seconds so far of each backend serving the database ``name``, by pid."""
+    pids = [
+        row[0]
+        for row in observer.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+    ]
     seconds: dict[int, float] = {}
     for pid in pids:
         try:
@@ -90,27 +88,31 @@ def _backend_cpu(url: str) -> dict[int, float]:
     return seconds
 
 
-def _connections(url: str) -> int:
-    name = url.rpartition("/")[2]
-    with psycopg.connect(url, autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        ).fetchone()
+def _connections(observer: psycopg.Connection[Any], name: str) -> int:
+    row = observer.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+        (name,),
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def _window(url: str, warmup: float, window: float) -> tuple[float, float, float, int]:
-    """Wait out the warm-up, then sample the window: (start, end, backend CPU, connections)."""
+    """Wait out the warm-up, then sample the window: (start, end, backend CPU, connections).
+
+    One observing connection for the whole window: a fresh one per sample would count the
+    previous one's backend while it is still exiting.
+    """
+    name = url.rpartition("/")[2]
     time.sleep(warmup)
-    before = _backend_cpu(url)
-    start = time.time()
-    most = 0
-    while time.time() - start < window:
-        most = max(most, _connections(url))
-        time.sleep(1.0)
-    after = _backend_cpu(url)
-    end = time.time()
+    with psycopg.connect(url, autocommit=True) as observer:
+        before = _backend_cpu(observer, name)
+        start = time.time()
+        most = 0
+        while time.time() - start < window:
+            most = max(most, _connections(observer, name))
+            time.sleep(1.0)
+        after = _backend_cpu(observer, name)
+        end = time.time()
     cpu = sum(after[pid] - before[pid] for pid in after if pid in before)
     return start, end, cpu, most
 
@@ -120,8 +122,9 @@ def _in(samples: list[list[float]], start: float, end: float) -> list[float]:
 
 
 def lane_runner(
-    root: Path, scale: Scale, runners: int, slots: int, budget: int, bouncer: int | None
+    root: Path, scale: Scale, runners: int, runs: int, budget: int, bouncer: int | None
 ) -> Measured:
+    """``runners`` holding ``runs`` between them (some one more than others)."""
     root.mkdir(parents=True)
     processes = min(scale.fleet_processes, runners)
     with database("bench_fleet") as url:
@@ -138,7 +141,8 @@ def lane_runner(
             spec = {
                 "url": url if bouncer is None else pgbouncer.through(url, bouncer),
                 "pooled": bouncer is not None, "connections": budget, "board": BOARD,
-                "first": first, "count": count, "slots": slots, "heartbeat": scale.fleet_heartbeat,
+                "first": first, "count": count, "heartbeat": scale.fleet_heartbeat,
+                "slots": [runs // runners + (first + n < runs % runners) for n in range(count)],
                 "min_run": scale.fleet_run[0], "max_run": scale.fleet_run[1],
                 "ready": str(root / f"{number}.ready"), "go": str(go), "stop": str(stop),
                 "out": str(root / f"{number}.json"),
@@ -168,7 +172,7 @@ def lane_runner(
     claims = _in(samples["claim"], start, end)
     return Measured(
         setup="lane-runner" + (" through PgBouncer" if bouncer is not None else ", direct"),
-        runners=runners, runs=runners * slots,
+        runners=runners, runs=runs,
         budget=f"{budget} per runner" + (" (pooler)" if bouncer is not None else ""),
         started=len(claims), window=end - start, claim=claims,
         refill=_in(samples["refill"], start, end),
@@ -271,7 +275,8 @@ def _row(measured: Measured, baseline: Measured) -> list[str]:
         f"{measured.rate:.1f}", f"{measured.rate / baseline.rate:.2f}×" if baseline.rate else "n/a",
         ms(median(measured.claim)) if measured.claim else "—", p(measured.claim, 99),
         ms(median(measured.refill)) if measured.refill else "—", p(measured.refill, 99),
-        p(measured.heartbeat, 99), f"{per_thousand:.2f} s", str(measured.connections),
+        p(measured.heartbeat, 99), f"{per_thousand:.2f} s ({measured.cpu:.1f} s)",
+        str(measured.connections),
     ]
 
 
@@ -283,7 +288,8 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         columns=[
             "setup", "runners", "runs held", "connections budget", "runs started/s",
             "vs procrastinate", "claim p50", "p99", "slot refill p50", "p99",
-            "heartbeat p99", "PostgreSQL CPU / 1,000 runs", "server connections (max)",
+            "heartbeat p99", "PostgreSQL CPU / 1,000 runs (in the window)",
+            "server connections (max)",
         ],
     )
     why_not = unavailable() or pgbouncer.missing()
@@ -293,12 +299,8 @@ def measure(scale: Scale, workdir: Path) -> Figure:
     runs = scale.fleet_runners * scale.fleet_slots
     direct_runners = max(1, min(scale.fleet_runners, (_max_connections() - 10) // DIRECT_BUDGET))
     with pgbouncer.running(workdir / "pgbouncer", ADMIN_URL) as port:
-        pooled = lane_runner(
-            workdir / "pooled", scale, scale.fleet_runners, scale.fleet_slots, 1, port
-        )
-    direct = lane_runner(
-        workdir / "direct", scale, direct_runners, runs // direct_runners, DIRECT_BUDGET, None
-    )
+        pooled = lane_runner(workdir / "pooled", scale, scale.fleet_runners, runs, 1, port)
+    direct = lane_runner(workdir / "direct", scale, direct_runners, runs, DIRECT_BUDGET, None)
     theirs = procrastinate(workdir / "procrastinate", scale, runs)
     for measured in (pooled, direct, theirs):
         figure.rows.append(_row(measured, theirs))

@@ -30,6 +30,7 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
         "Runners on one PostgreSQL board",
         "Claim latency as the board grows",
         "Runner death",
+        "A fleet on one PostgreSQL",
     ):
         assert f"## {title}" in text
     assert "6 counted, 6 documented" in text  # the fsync count matches the docstring
