@@ -42,7 +42,6 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     config_cmd,
     board_cmd,
     task_cmd,
-    usage_cmd,
     run_cmd,
     control_cmd,
     demo_cmd,
@@ -53,6 +52,8 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     health_cmd,
     logs_cmd,
 )
+
+
 class CommandModule(Protocol):
     """A module of ``cli/commands/``: it adds its command group to the parser."""
 
