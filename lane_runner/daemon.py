@@ -128,7 +128,6 @@ class Daemon:
         self.workspaces: dict[str, None] = {}  # the repositories claims worked in, in order
         self.broken_seen: set[str] = set()  # scopes the breaker gauge has shown
         self.concurrency = self._concurrency(cfg)
-        self.ended: list[tuple[Claim, RunReport]] = []  # runs reaped, for release_on_stop
         self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
         self.sweeping: concurrent.futures.Future[None] | None = None  # cleanup (run/cleanup.py)
 

@@ -54,11 +54,15 @@ MAX_BACKOFF = 10.0
 _EXCERPT = 500
 #: Failures worth asking again within the same call: the router may be restarting.
 _RETRIED = frozenset({Cause.UNREACHABLE, Cause.TIMEOUT, Cause.BUSY})
+#: Pooled connections with ``concurrency = 0``: the most slots memory may give
+#: (``service/memory.py``, ``MAX_DERIVED``).
+DERIVED_SLOTS = 16
 
 
 def http_client(cfg: Config) -> httpx.Client:
-    """The daemon's one pooled client for the router; the daemon closes it (``router.close()``)."""
-    return deadline.client(cfg.concurrency, _timeout(cfg.router_timeout))
+    """The daemon's one pooled client for the router, a connection per slot; the daemon
+    closes it (``router.close()``)."""
+    return deadline.client(cfg.concurrency or DERIVED_SLOTS, _timeout(cfg.router_timeout))
 
 
 def _timeout(seconds: float) -> httpx.Timeout:
