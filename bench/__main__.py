@@ -1,7 +1,8 @@
 """``python -m bench [--smoke] [--out DIR] [--only KEY ...]``: run, then write the report.
 
-The full run takes about 7 minutes on 2 cores (budget: 15); ``--smoke`` runs every figure
-at toy sizes in well under a minute (the test suite runs it so it cannot rot).
+The full run takes about 20 minutes on 2 cores, half of it the fleet figure (``--only
+fleet``: three setups of a 60 s warm-up and a 120 s window each); ``--smoke`` runs every
+figure at toy sizes in about a minute (the test suite runs it so it cannot rot).
 """
 
 from __future__ import annotations

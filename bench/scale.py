@@ -1,4 +1,4 @@
-"""How big each benchmark is: the full run (~7 min on 2 cores) and a seconds-long smoke run."""
+"""How big each benchmark is: the full run (~20 min on 2 cores) and a seconds-long smoke run."""
 
 from __future__ import annotations
 
