@@ -129,7 +129,12 @@ def _overlaps(intervals: list[tuple[float, float]]) -> bool:
 
 def cap_makes_runs_wait(site: Site) -> None:
     site.write_config(max_running_codex=1, concurrency=4)
-    tasks = [site.add(f"capped {n}", body=SLOW, assignee="cli-codex-low") for n in range(3)]
+    # Six seconds each: every view below is waited for by polling `status`, a process
+    # of its own that a loaded machine may take a second or two to start.
+    tasks = [
+        site.add(f"capped {n}", body="[sim:slow:0.2:30]", assignee="cli-codex-low")
+        for n in range(3)
+    ]
     daemon = site.start()
 
     def waiting() -> bool:
