@@ -193,9 +193,11 @@ def prepare(
     if worktree.is_dir():
         checkout = _checkout(worktree, owner)
         if checkout is not None and checkout[0] == worktree.resolve():
-            _mark(worktree, run)
-            located = _locate(source, owner) if source is not None and source.is_dir() else None
-            return _within(Workspace(worktree, branch=checkout[1]), located, repository)
+            if _has_commit(worktree, owner):
+                _mark(worktree, run)
+                located = _locate(source, owner) if source is not None and source.is_dir() else None
+                return _within(Workspace(worktree, branch=checkout[1]), located, repository)
+            _remove_half_made(worktree, owner)
     if source is None:
         raise WorkspaceError(
             "the task has no workspace: file it with --workspace PATH (a git repository)"
@@ -230,6 +232,27 @@ def _checkout(worktree: Path, owner: str | None) -> tuple[Path, str] | None:
     if said.returncode != 0 or len(lines) != 2:
         return None
     return Path(lines[0]), lines[1]
+
+
+def _has_commit(worktree: Path, owner: str | None) -> bool:
+    """Whether the worktree's HEAD names a commit. ``git worktree add`` writes a
+    placeholder HEAD (the null id) before it checks the branch out: a runner killed in
+    between leaves a worktree git lists but nothing can be committed in."""
+    said = _git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=worktree, owner=owner)
+    return said.returncode == 0
+
+
+def _remove_half_made(worktree: Path, owner: str | None) -> None:
+    """Remove a worktree whose ``git worktree add`` never finished (``_has_commit``): it
+    never held a checkout, so no run worked in it, and it is made afresh."""
+    log.warning("the worktree %s was left half made (no commit at HEAD): made afresh", worktree)
+    said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
+    if said.returncode != 0:
+        raise WorkspaceError(
+            f"the worktree {worktree} was left half made by an interrupted git worktree add "
+            f"and git cannot remove it: {said.stderr.strip()}; remove it by hand "
+            "(git worktree remove --force) and the task is retried"
+        )
 
 
 def _within(prepared: Workspace, located: Located | None, repository: str | None) -> Workspace:
