@@ -1,4 +1,6 @@
-"""Argument types that check a value where argparse can name the option it came with.
+"""What the commands' arguments share: the ``--json`` flag, the configuration the
+global options name, and argument types that check a value where argparse can name
+the option it came with.
 
 A bad number is refused by the parser as ``argument --goal-turns: at least 1, not 0``:
 the option, the rule and the value, before anything is opened or written.
@@ -9,6 +11,17 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+
+from lane_runner import config
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def load_config(args: argparse.Namespace) -> config.Config:
+    """The configuration of the home ``--home`` names (else the default home)."""
+    return config.load(args.home)
 
 
 def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:

@@ -11,32 +11,51 @@ exception: one line on stderr, the traceback in the debug log).
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
-from lane_runner import __version__, config, redact
+from lane_runner import __version__, redact
 from lane_runner.cli import output
+from lane_runner.cli.commands import (
+    board_cmd,
+    config_cmd,
+    control_cmd,
+    demo_cmd,
+    doctor_cmd,
+    journal_cmd,
+    logs_cmd,
+    run_cmd,
+    status_cmd,
+    task_cmd,
+    usage_cmd,
+)
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.service import logs
 
-COMMAND_MODULES = (
-    "config_cmd",
-    "board_cmd",
-    "task_cmd",
-    "run_cmd",
-    "control_cmd",
-    "demo_cmd",
-    "journal_cmd",
-    "status_cmd",
-    "usage_cmd",
-    "doctor_cmd",
-    "logs_cmd",
+#: The command groups, in the order ``--help`` lists them.
+COMMAND_MODULES: tuple[CommandModule, ...] = (
+    config_cmd,
+    board_cmd,
+    task_cmd,
+    run_cmd,
+    control_cmd,
+    demo_cmd,
+    journal_cmd,
+    status_cmd,
+    usage_cmd,
+    doctor_cmd,
+    logs_cmd,
 )
+class CommandModule(Protocol):
+    """A module of ``cli/commands/``: it adds its command group to the parser."""
+
+    def register(self, subparsers: Any) -> None: ...
+
+
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 PROG = "lane-runner"
 DESCRIPTION = (
@@ -155,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lane-runner {__version__}")
     _global_options(parser, suppress=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"lane_runner.cli.commands.{name}").register(subparsers)
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
     _finish(parser)
     return parser
 
@@ -172,14 +191,6 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
             f"{where}unrecognized argument {unknown[0]!r} ({_help_hint(command)})"
         )
     return args
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-
-
-def load_config(args: argparse.Namespace) -> config.Config:
-    return config.load(args.home)
 
 
 def _internal_error(error: BaseException) -> int:

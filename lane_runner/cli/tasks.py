@@ -13,7 +13,7 @@ from typing import Any
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, Run, Task
 from lane_runner.board.rules import MAX_BODY_BYTES
-from lane_runner.cli.main import add_json_flag
+from lane_runner.cli.arguments import add_json_flag
 from lane_runner.cli.output import print_json, timestamp
 from lane_runner.config import Config
 from lane_runner.errors import NotFound, UsageError

@@ -97,6 +97,20 @@ class Provider(Protocol):
     def writes_result_file(self) -> bool:
         """Whether the CLI writes its final answer to a file (codex ``-o``)."""
 
+    @property
+    def failure_texts(self) -> Mapping[Classification, tuple[str, ...]]:
+        """What only this CLI says when an attempt fails, by what it means: regular
+        expressions (case-insensitive, ``^`` at a line's start) ``classify`` adds to the
+        words every CLI shares (docs/ARCHITECTURE.md §7)."""
+
+    @property
+    def noise_texts(self) -> tuple[str, ...]:
+        """Error events of this CLI that say nothing about the outcome yet (chatter)."""
+
+    @property
+    def gave_up_texts(self) -> tuple[str, ...]:
+        """This CLI's word that it has given up while it keeps running."""
+
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         """``<name>_config`` checked and flattened; ValueError names what is wrong."""
         ...
@@ -159,7 +173,9 @@ class Provider(Protocol):
 
 
 class CLIAdapter:
-    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes."""
+    """The parts of ``Provider`` every CLI shares; subclasses set the class attributes
+    and write what only their CLI has (``argv``, ``observe``, ``login``, ``speaks``,
+    ``describe``: here they raise NotImplementedError)."""
 
     name: ClassVar[str]
     command: ClassVar[str]
@@ -173,8 +189,13 @@ class CLIAdapter:
     writes_result_file: ClassVar[bool] = False
     reserves_session: ClassVar[bool] = False
     """The runner names the session before the first start (claude ``--session-id``)."""
+    inline_schema: ClassVar[bool] = False
+    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
     session_fallbacks: ClassVar[Mapping[tuple[bool, Classification], bool]] = {}
     """(resumed, classification of that start) -> resume on the one more start it gets."""
+    failure_texts: ClassVar[Mapping[Classification, tuple[str, ...]]] = {}
+    noise_texts: ClassVar[tuple[str, ...]] = ()
+    gave_up_texts: ClassVar[tuple[str, ...]] = ()
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         if table:
@@ -240,9 +261,6 @@ class CLIAdapter:
         if attempt.session_id is None and self.reserves_session:
             attempt.session_id = req.session_id
         return attempt
-
-    inline_schema: ClassVar[bool] = False
-    """The CLI takes the wire schema's text on its command line (claude ``--json-schema``)."""
 
     def _argv(
         self, req: ProviderRequest, resume: bool, result_file: Path, schema: str

@@ -350,6 +350,24 @@ class Claude(CLIAdapter):
         (False, Classification.SESSION_COLLISION): True,
         (True, Classification.SESSION_MISSING): False,
     }
+    failure_texts = {
+        Classification.SESSION_MISSING: (r"no conversation found with session id",),
+        Classification.SESSION_COLLISION: (r"session id (?:\S+ )?(?:is )?already in use",),
+        Classification.MISCONFIGURED: (
+            # commander's usage errors, a schema or settings file it will not take, the
+            # root refusal ("strict mode: ..." lines are warnings, not refusals)
+            r"^error: (?:unknown option|too many arguments|option '[^']*' argument missing)",
+            r"--json-schema is not (?:a )?valid JSON|settings file not found",
+            r"invalid session id\. must be a valid uuid|cannot be used with root/sudo privileges",
+            # the model gateway the operator configured (claude_env)
+            r"issue with the selected model",
+        ),
+        Classification.AUTH: (r"not logged in|please run /login",),
+        # the API failing after claude's own retries (a 5xx); a claude.ai login's limit
+        # ("You've hit your 5-hour limit · resets 2:38am (UTC)")
+        Classification.CAPACITY: (r"server-side issue", r"hit your [\w -]*limit"),
+        Classification.REFUSED: (r"prompt is too long|api error: 400\b",),
+    }
 
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str

@@ -324,6 +324,26 @@ class Codex(CLIAdapter):
     writes_result_file = True
     #: "no rollout found for thread id": a fresh thread, reported through ``on_session``.
     session_fallbacks = {(True, Classification.SESSION_MISSING): False}
+    failure_texts = {
+        Classification.SESSION_MISSING: (r"no rollout found for thread id",),
+        Classification.MISCONFIGURED: (
+            # clap's usage errors, and a schema the API will not take
+            r"^error: (?:unexpected argument|a value is required for|invalid value)",
+            r"invalid schema for response_format",
+            # the model gateway the operator configured (codex_config, codex_env)
+            r"model provider `[^`]*` not found|missing environment variable",
+            r"error loading config\.toml|model `[^`]*` does not exist|unexpected status 404\b",
+        ),
+        # the API failing after codex's own retries (a 5xx)
+        Classification.CAPACITY: (r"experiencing high demand",),
+        Classification.REFUSED: (
+            r"context window|context_length_exceeded|unexpected status 400\b",
+        ),
+    }
+    #: Reconnects while it waits for its service: not progress, not yet a verdict.
+    noise_texts = (r"^\s*reconnecting\b",)
+    #: Its reconnects spent (offline, or no credentials it can use), it waits for ever.
+    gave_up_texts = (r"^\s*reconnecting\.\.\. waiting for network",)
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         return overrides(table)

@@ -14,10 +14,25 @@ from typing import Any
 
 import orjson
 
-from lane_runner.providers.classify import Signals
 from lane_runner.providers.usage import LimitNotice, UsageReport
 
 RESULT_STATUSES = frozenset({"completed", "incomplete", "blocked"})
+
+
+@dataclass
+class Signals:
+    """CLI-level evidence gathered while an attempt streamed."""
+
+    errors: list[str] = field(default_factory=list)
+    """Top-level error texts: codex ``error``/``turn.failed``, claude ``is_error`` results."""
+    result_is_error: bool = False
+    stderr: str = ""
+    exit_status: int | None = None
+    signal: int | None = None
+
+    def add_error(self, text: str, keep: int = 20) -> None:
+        self.errors.append(text[:2000])
+        del self.errors[:-keep]
 
 
 @dataclass

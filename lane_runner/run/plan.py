@@ -4,8 +4,9 @@ The executor and the dry run (``run/preview.py``) both read the task's context,
 ask the route with the same provider-health exclusion, and plan the attempt here
 (the CLI, whether it can start, the session it resumes or reserves, the
 operator's settings for it, the result file), so the dry run shows what a run
-would do and cannot drift from it. Reading the board and asking the router are
-the only effects; the plan itself is pure.
+would do and cannot drift from it. Reading the board and the provider health and
+asking the router are the effects; the plan reads only the configuration and the
+lane state (and draws a session id for a CLI the runner names sessions for).
 """
 
 from __future__ import annotations

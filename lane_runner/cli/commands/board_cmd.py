@@ -9,7 +9,7 @@ from typing import Any
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Status
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from lane_runner import redact
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.config import KEYS, Config, cli_environment
 from lane_runner.names import PROVIDERS

@@ -18,8 +18,7 @@ from contextlib import closing
 from typing import Any
 
 from lane_runner.board import open_store
-from lane_runner.cli.arguments import seconds
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config, seconds
 from lane_runner.cli.output import print_json, timestamp
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.cli import demo
-from lane_runner.cli.main import add_json_flag
+from lane_runner.cli.arguments import add_json_flag
 
 
 def register(subparsers: Any) -> None:

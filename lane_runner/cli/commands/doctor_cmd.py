@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from lane_runner.cli import doctor
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.home import Home
 

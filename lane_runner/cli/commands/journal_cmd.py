@@ -20,7 +20,7 @@ from lane_runner import display
 from lane_runner.board import open_store, rules
 from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.cli import inspection
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import duration, print_json, print_table, printable, timestamp
 from lane_runner.errors import LaneRunnerError, NotFound, UsageError
 from lane_runner.home import Home

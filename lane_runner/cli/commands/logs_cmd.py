@@ -19,7 +19,7 @@ import orjson
 
 from lane_runner import files
 from lane_runner.cli import transcript
-from lane_runner.cli.main import load_config
+from lane_runner.cli.arguments import load_config
 from lane_runner.cli.output import ensure_reader, printable
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home

@@ -10,7 +10,7 @@ from typing import Any
 from lane_runner.board.base import BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status
 from lane_runner.cli import dryrun
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
 from lane_runner.errors import UsageError

@@ -23,8 +23,7 @@ from lane_runner import clock
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
 from lane_runner.cli import inspection
-from lane_runner.cli.arguments import seconds, whole
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config, seconds, whole
 from lane_runner.cli.output import duration, ensure_reader, print_json, print_table, timestamp
 from lane_runner.config import Config
 from lane_runner.errors import UsageError

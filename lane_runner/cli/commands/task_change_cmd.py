@@ -14,8 +14,7 @@ from typing import Any
 from lane_runner.board import open_store
 from lane_runner.board.model import TaskEdit
 from lane_runner.board.rules import MAX_RETRIES
-from lane_runner.cli.arguments import dollars, seconds, whole
-from lane_runner.cli.main import load_config
+from lane_runner.cli.arguments import dollars, load_config, seconds, whole
 from lane_runner.cli.output import print_json
 from lane_runner.cli.tasks import (
     checked_workspace,

@@ -16,9 +16,8 @@ from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
-from lane_runner.cli.arguments import dollars, seconds, whole
+from lane_runner.cli.arguments import add_json_flag, dollars, load_config, seconds, whole
 from lane_runner.cli.commands import task_change_cmd
-from lane_runner.cli.main import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
 from lane_runner.cli.ranby import RanBy, ran_by
 from lane_runner.cli.tasks import (

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lane_runner import clock
-from lane_runner.cli.main import add_json_flag, load_config
+from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
