@@ -384,8 +384,9 @@ class Claude(CLIAdapter):
             r"issue with the selected model",
         ),
         Classification.AUTH: (r"not logged in|please run /login",),
-        # the API failing after claude's own retries (a 5xx)
-        Classification.CAPACITY: (r"server-side issue",),
+        # the API failing after claude's own retries (a 5xx); a claude.ai login's limit
+        # ("You've hit your 5-hour limit · resets 2:38am (UTC)")
+        Classification.CAPACITY: (r"server-side issue", r"hit your [\w -]*limit"),
         Classification.REFUSED: (r"prompt is too long|api error: 400\b",),
     }
 
