@@ -42,21 +42,20 @@ def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of seconds, not {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"more than 0 seconds, not {text}")
-    return value
+    return _positive(text, "seconds", "a number of seconds")
 
 
 def dollars(text: str) -> float:
     """A positive, finite amount of US dollars."""
+    return _positive(text, "dollars", "dollars such as 2.50")
+
+
+def _positive(text: str, unit: str, asked: str) -> float:
+    """``text`` as a positive, finite number of ``unit``; ``asked`` says what was wanted."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"dollars such as 2.50, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{asked}, not {text!r}") from None
     if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"more than 0 dollars, not {text}")
+        raise argparse.ArgumentTypeError(f"more than 0 {unit}, not {text}")
     return value
