@@ -79,6 +79,7 @@ def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
     db = hermes.db()
     restarted = db.execute("SELECT COUNT(*) FROM task_runs WHERE outcome = 'reclaimed'")
     assert restarted.fetchone()[0] > 0  # the restarts handed the killed runs back
+    spent: dict[str, int] = {}
     for task_id in done_ids:
         runs = db.execute(
             "SELECT id, outcome, metadata FROM task_runs WHERE task_id = ? AND outcome = "
@@ -97,9 +98,13 @@ def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
         assert routes, task_id  # the routing decision, as a comment on Hermes's task
         mark = json.loads(runs[0]["metadata"])["lane_runner"]
         assert mark["run_id"] == runs[0]["id"] and len(mark["journal_digest"]) == 32
+        # The usage ledger's word lands where Hermes keeps the run's metadata (issue 30):
+        # the simulated codex reports tokens, the simulated claude none.
+        spent[task_id] = mark["usage"]["task"]["total_tokens"]
         row = db.execute("SELECT result, status FROM tasks WHERE id = ?", (task_id,)).fetchone()
         assert json.loads(row["result"])["status"] == "completed"
 
+    assert sum(spent.values()) > 0 and set(spent) == set(done_ids)
     (blocked_row,) = db.execute(
         "SELECT t.status, r.summary FROM tasks t JOIN task_runs r ON r.task_id = t.id "
         "WHERE t.id = ? AND r.outcome = 'blocked'",
