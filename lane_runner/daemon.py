@@ -13,6 +13,7 @@ so a new ready task is claimed within milliseconds and an idle daemon sleeps.
 from __future__ import annotations
 
 import concurrent.futures
+import faulthandler
 import logging
 import os
 import signal
@@ -133,6 +134,9 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
+        # A crash of the interpreter itself (a fault in a C extension) leaves each thread's
+        # Python stack on stderr, the operator's log, instead of a bare exit by signal.
+        faulthandler.enable()
         binaries = preflight(self.cfg)  # a bad configuration leaves the home untouched
         home_lock = HomeLock(Home(self.cfg.home).lock_file, "daemon")
         with home_lock:

@@ -251,3 +251,16 @@ def test_a_monorepo_folder_and_a_branch_named_like_the_board_stop_no_task(lane: 
             capture_output=True, text=True, check=True,
         ).stdout.strip()
         assert branch == f"lane-{BOARD}-{task.id}"
+
+
+def test_a_daemon_killed_by_a_fault_leaves_its_threads_stacks_in_its_log(lane: Lane) -> None:
+    """A fault in a C extension ends the interpreter by signal (seen once in CI: a daemon
+    exited -11 with nothing said); its log then names where every thread was."""
+    lane.add("slow work", body="[sim:slow:0.1:40]", assignee="cli-codex-medium")
+    daemon = lane.start()
+    lane.wait(lambda: bool(lane.live_workers()), what="the provider to start")
+    daemon.send_signal(signal.SIGSEGV)
+    assert daemon.wait(timeout=30) == -signal.SIGSEGV
+    log = (lane.root / "daemon.log").read_text(errors="replace")
+    assert "Fatal Python error: Segmentation fault" in log
+    assert "lane_runner/daemon.py" in log
