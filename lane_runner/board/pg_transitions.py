@@ -89,20 +89,19 @@ GATE_KEY = 0x4C52
 
 #: The gate and the events' horizon (see the module's docstring). ``lock_board`` reads the
 #: board's row and the clock, and with ``p_new_run`` the next run id, after the gate is
-#: granted; no row: the board is gone.
+#: granted; no time: the board is gone.
 GATE_FUNCTIONS: tuple[str, ...] = (
     f"""CREATE OR REPLACE FUNCTION lane_runner_lock_board(
-        p_board text, p_shared boolean, p_new_run boolean)
-    RETURNS TABLE (locked_at double precision, run_id bigint) LANGUAGE plpgsql AS $$
+        p_board text, p_shared boolean, p_new_run boolean,
+        OUT locked_at double precision, OUT run_id bigint) LANGUAGE plpgsql AS $$
     BEGIN
         IF p_shared THEN
             PERFORM pg_advisory_xact_lock_shared({GATE_KEY}, hashtext(p_board));
         ELSE
             PERFORM pg_advisory_xact_lock({GATE_KEY}, hashtext(p_board));
         END IF;
-        RETURN QUERY SELECT {_NOW},
-            CASE WHEN p_new_run THEN nextval('lane_runner_run_ids') END
-          FROM boards b WHERE b.slug = p_board;
+        SELECT {_NOW}, CASE WHEN p_new_run THEN nextval('lane_runner_run_ids') END
+          INTO locked_at, run_id FROM boards b WHERE b.slug = p_board;
     END $$""",
     f"""CREATE OR REPLACE FUNCTION lane_runner_settled_events(p_board text)
     RETURNS bigint LANGUAGE plpgsql AS $$
@@ -131,6 +130,7 @@ TRANSITIONS: tuple[str, ...] = (
         v_run runs%ROWTYPE;
         v_assignee text;
         v_run_id bigint;
+        v_gate record;
         v_now double precision;
         v_passed text[] := '{{}}';
     BEGIN
@@ -153,9 +153,10 @@ TRANSITIONS: tuple[str, ...] = (
             EXIT WHEN v_assignee IS NOT NULL;
             v_passed := v_passed || v_task.id;
         END LOOP;
-        SELECT g.run_id, g.locked_at INTO v_run_id, v_now
-          FROM lane_runner_lock_board(p_board, true, true) g;
-        IF NOT FOUND THEN
+        v_gate := lane_runner_lock_board(p_board, true, true);
+        v_run_id := v_gate.run_id;
+        v_now := v_gate.locked_at;
+        IF v_now IS NULL THEN
             RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
         END IF;
         v_now := coalesce(p_now, v_now);
@@ -203,6 +204,7 @@ TRANSITIONS: tuple[str, ...] = (
         v_task tasks%ROWTYPE;
         v_latest bigint;
         v_outcome text;
+        v_gate record;
         v_now double precision;
         v_child text;
         v_promoted boolean := false;
@@ -226,8 +228,9 @@ TRANSITIONS: tuple[str, ...] = (
         IF v_outcome NOT IN ('completed', 'replayed') THEN
             RETURN v_outcome;
         END IF;
-        SELECT g.locked_at INTO v_now FROM lane_runner_lock_board(p_board, true, false) g;
-        IF NOT FOUND THEN
+        v_gate := lane_runner_lock_board(p_board, true, false);
+        v_now := v_gate.locked_at;
+        IF v_now IS NULL THEN
             RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
         END IF;
         v_now := coalesce(p_now, v_now);
@@ -243,25 +246,28 @@ TRANSITIONS: tuple[str, ...] = (
          WHERE t.board = p_board AND t.id = v_task.id;
         INSERT INTO events (board, task_id, kind, run_id, at, data)
             VALUES (p_board, v_task.id, v_outcome, p_run, v_now, p_event);
-        PERFORM 1 FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
-         WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
-         ORDER BY c.id FOR NO KEY UPDATE OF c;
-        FOR v_child IN
-            SELECT c.id FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
+        IF EXISTS (SELECT 1 FROM task_links l
+                    WHERE l.board = p_board AND l.parent_id = v_task.id) THEN
+            PERFORM 1 FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
              WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
-               AND NOT EXISTS (
-                   SELECT 1 FROM task_links o JOIN tasks p ON p.board = o.board
-                      AND p.id = o.parent_id
-                    WHERE o.board = p_board AND o.task_id = c.id AND p.status <> 'done')
-             ORDER BY c.id
-        LOOP
-            UPDATE tasks t SET status = 'ready', updated_at = v_now
-             WHERE t.board = p_board AND t.id = v_child;
-            INSERT INTO events (board, task_id, kind, run_id, at, data)
-                VALUES (p_board, v_child, 'promoted', NULL, v_now,
-                        '{"parent":' || to_json(v_task.id)::text || '}');
-            v_promoted := true;
-        END LOOP;
+             ORDER BY c.id FOR NO KEY UPDATE OF c;
+            FOR v_child IN
+                SELECT c.id FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
+                 WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
+                   AND NOT EXISTS (
+                       SELECT 1 FROM task_links o JOIN tasks p ON p.board = o.board
+                          AND p.id = o.parent_id
+                        WHERE o.board = p_board AND o.task_id = c.id AND p.status <> 'done')
+                 ORDER BY c.id
+            LOOP
+                UPDATE tasks t SET status = 'ready', updated_at = v_now
+                 WHERE t.board = p_board AND t.id = v_child;
+                INSERT INTO events (board, task_id, kind, run_id, at, data)
+                    VALUES (p_board, v_child, 'promoted', NULL, v_now,
+                            '{"parent":' || to_json(v_task.id)::text || '}');
+                v_promoted := true;
+            END LOOP;
+        END IF;
         IF v_promoted THEN
             PERFORM pg_notify(p_channel, p_token);
         END IF;

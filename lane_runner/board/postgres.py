@@ -473,7 +473,7 @@ class PostgresBoardDialect:
         board = connection.execute(
             "SELECT * FROM lane_runner_lock_board(%s, false, %s)", (self.scope, new_run)
         ).fetchone()
-        if board is None:
+        if board["locked_at"] is None:
             raise NotFound(f"board {self.scope!r} no longer exists")
         now = float(board["locked_at"]) if self._clock is None else self._clock()
         return BoardLock(now, int(board["run_id"]) if new_run else None)
