@@ -71,6 +71,7 @@ from lane_runner.board.sql import (
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
+    USAGE_STEP,
     BoardLock,
     Notify,
     SqlBoard,
@@ -246,6 +247,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # Claim, heartbeat and completion as server-side functions (``board/pg_transitions.py``).
     TRANSITIONS_STEP,
+    # The usage ledger every runner of a board shares (``SharedLedger``).
+    USAGE_STEP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
