@@ -311,7 +311,7 @@ class SharedLedger(Protocol):
     ``id``: storing one again changes nothing, so a runner re-sends whatever it is not
     sure the board took. A hosted board (Hermes) has no table of its own for them: it
     is not a ``SharedLedger``, and each runner's budgets count its home's records alone
-    (docs/ARCHITECTURE.md §5).
+    (docs/ARCHITECTURE.md §3.7).
     """
 
     def record_usage(self, records: Sequence[Mapping[str, Any]]) -> int:

@@ -1,5 +1,5 @@
 """The usage ledger shared through the board, so every runner of a board counts every
-runner's spend (docs/ARCHITECTURE.md §5).
+runner's spend (docs/ARCHITECTURE.md §3.7).
 
 The home's ledger (``service/ledger.py``) stays the first durable write: a record is
 fsynced there the moment the CLI reports. Copies then go to the board's ledger

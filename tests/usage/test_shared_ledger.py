@@ -4,6 +4,8 @@ later (once), and retention drops only what the board holds."""
 
 from __future__ import annotations
 
+import json
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from lane_runner.board.sqlite import SqliteStore
 from lane_runner.providers.usage import UsageReport, tokens
 from lane_runner.service import ledger, usage_share
 from lane_runner.service.ledger import Attempt, Ledger
+from tests.harness import BOARD, Lane
 
 PRICES = {"gpt-5": {"input": 1.0, "output": 10.0}}
 DAY = 86400.0
@@ -100,3 +103,39 @@ def test_retention_drops_old_records_the_board_holds_and_keeps_the_rest(
     assert [r["id"] for r in reread.records("main")] == [recent["id"], unsent_old["id"]]
     assert [r["id"] for r in reread.unsent("main")] == [unsent_old["id"]]
     assert {r["id"] for r in board.usage()} == {old["id"], recent["id"]}  # the board keeps all
+
+
+def test_a_daemon_that_records_while_the_board_is_locked_sends_the_record_later(
+    lane: Lane,
+) -> None:
+    """The CLI reports its spend while another process holds the board's write lock: the
+    home has the record (fsynced first), the board not yet; once the lock is gone it is
+    sent (by the cleanup sweep or, at the latest, by recovery), and the board and
+    ``usage`` count it once."""
+    lane.write_config(lease_ttl=600.0, prices={"gpt-5.1-codex-mini": {"input": 0.25}})
+    gate = lane.root / "gate"
+    gate.touch()  # the CLI waits at it (LANE_RUNNER_SIM_GATE) until the board is locked
+    lane.extra_env["LANE_RUNNER_SIM_GATE"] = str(gate)
+    task = lane.add("spend", body="[sim:blocked] stuck", assignee="cli-codex-low")
+    daemon = lane.start()
+    lane.wait(lambda: len(lane.live_workers()) == 1, what="the CLI at the gate")
+    blocker = sqlite3.connect(lane.home.board_file(BOARD), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # every write to the board is refused now
+    try:
+        gate.unlink()
+        lane.wait(lambda: ledger.read(lane.home.usage_file(BOARD)) != [] and
+                  not lane.live_workers(), what="the CLI's spend in the home ledger")
+        assert lane.board.usage() == []  # the board could not take it
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    lane.wait(lambda: lane.board.get_task(task.id).status.value == "blocked",
+              what="the run's end to land once the lock is gone")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+    recovered = lane.cli("recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    [record] = ledger.read(lane.home.usage_file(BOARD))
+    assert [r["id"] for r in lane.board.usage()] == [record["id"]]  # sent, once
+    usage = json.loads(lane.cli("usage", "--json").stdout)
+    assert usage["total"]["records"] == 1 and usage["total"]["tokens"]["input"] == 1200
