@@ -322,8 +322,8 @@ class SharedLedger(Protocol):
     def usage(
         self, *, task_id: str | None = None, since_day: str | None = None
     ) -> list[dict[str, Any]]:
-        """The stored records (of one task; of UTC days from ``since_day`` on), in the
-        oldest first. Records of a deleted task stay (its spend was spent)."""
+        """The stored records (of one task; of UTC days from ``since_day`` on), oldest
+        first. Records of a deleted task stay (its spend was spent)."""
 
 
 class Store(Protocol):
