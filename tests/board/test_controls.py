@@ -82,7 +82,10 @@ def test_an_sqlite_board_from_before_the_controls_is_migrated(tmp_path: Path) ->
     connection = sqlite3.connect(boards / "old.db", isolation_level=None)
     for step in SQLITE_MIGRATIONS[:-1]:
         for statement in step:
-            connection.execute(statement)
+            if callable(statement):  # what static SQL cannot say (the budget kind's check)
+                statement(connection)
+            else:
+                connection.execute(statement)
     connection.execute(f"PRAGMA user_version = {len(SQLITE_MIGRATIONS) - 1}")
     connection.execute(
         "INSERT INTO tasks (id, title, body, status, priority, goal_turns, created_at, "
