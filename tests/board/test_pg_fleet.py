@@ -14,7 +14,9 @@ from psycopg_pool import ConnectionPool
 
 from lane_runner.board import open_store
 from lane_runner.board.model import CompleteOutcome, NewTask
-from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
+from lane_runner.board.pg_transitions import TRANSITIONS_STEP
+from lane_runner.board.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
+from lane_runner.board.sql import USAGE_STEP
 from lane_runner.config import load
 from lane_runner.errors import UsageError
 
@@ -143,7 +145,7 @@ def test_one_connection_means_no_listener_and_a_bounded_poll(postgres_database: 
 
 
 def test_a_board_from_before_the_functions_is_upgraded_in_place(postgres_database: str) -> None:
-    """A board at schema 3 (no functions) with a running task: the new code installs the
+    """A board from before the functions, with a running task: the new code installs the
     functions when it first connects, and renews and completes the run through them."""
     old = PostgresStore(postgres_database, server_transitions=False)
     try:
@@ -153,10 +155,14 @@ def test_a_board_from_before_the_functions_is_upgraded_in_place(postgres_databas
     finally:
         old.close()
     assert claimed is not None
-    with psycopg.connect(postgres_database, autocommit=True) as connection:  # back to schema 3
+    # Back to the schema before the functions (and the usage table, a later step).
+    before = MIGRATIONS.index(TRANSITIONS_STEP)
+    assert MIGRATIONS[before + 1:] == (USAGE_STEP,), "undo the later steps here too"
+    with psycopg.connect(postgres_database, autocommit=True) as connection:
         for name in ("lane_runner_claim", "lane_runner_heartbeat", "lane_runner_complete"):
             connection.execute(f"DROP FUNCTION {name}")
-        connection.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION - 1,))
+        connection.execute("DROP TABLE usage")
+        connection.execute("UPDATE schema_version SET version = %s", (before,))
     new = PostgresStore(postgres_database)
     try:
         board = new.board("main")
