@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import settings
@@ -34,21 +34,32 @@ def database_url(name: str) -> str:
 
 
 @pytest.fixture
-def postgres_database() -> Iterator[str]:
-    """The URL of a new, empty database on the test server."""
+def new_postgres_database() -> Iterator[Callable[[], str]]:
+    """Makes new, empty databases on the test server (each call one), dropped afterwards."""
     psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    try:
-        admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as error:
-        pytest.skip(f"no PostgreSQL server at {ADMIN_URL} ({error}); .ci/run starts one")
-    name = f"lr_test_{secrets.token_hex(6)}"
-    with admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield database_url(name)
-    finally:
+    made: list[str] = []
+
+    def make() -> str:
+        try:
+            admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
+        except psycopg.OperationalError as error:
+            pytest.skip(f"no PostgreSQL server at {ADMIN_URL} ({error}); .ci/run starts one")
+        name = f"lr_test_{secrets.token_hex(6)}"
+        with admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return database_url(name)
+
+    yield make
+    for name in made:
         with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=10) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_database(new_postgres_database: Callable[[], str]) -> str:
+    """The URL of a new, empty database on the test server."""
+    return new_postgres_database()
 
 
 @pytest.fixture(scope="session")

@@ -55,8 +55,9 @@ class Board(Protocol):
     Every method is one transaction: it happens entirely or not at all, and a
     method that raises wrote nothing. Methods that change a task hold the board's
     lock from before they read another task's state or write an event to their
-    commit (``board/sql.py``), so each sees every transition committed before it,
-    events follow commit order, and each appends exactly one event per task it
+    commit (``board/sql.py``), so each sees every transition committed before it
+    that its decision depends on, readers of events never skip one (below), and
+    each appends exactly one event per task it
     changes (a hosted board's own calls may log more: Hermes's ``assigned``,
     ``heartbeat``).
     Guards are exact-run: an operation naming a run that is no longer its task's
@@ -99,8 +100,10 @@ class Board(Protocol):
     def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]:
         """Events with an id above ``after_id`` (of one task, or of the board), in id order.
 
-        Ids follow commit order: a reader that remembers the last id it saw never
-        misses a later event. Raises NotFound for an unknown ``task_id``.
+        A reader that remembers the last id it saw never misses a later event: events
+        are returned only up to an id below which every event has committed (where
+        events may commit out of id order, on PostgreSQL, the read waits for those in
+        flight to settle). Raises NotFound for an unknown ``task_id``.
         """
 
     def runs(self, task_id: str) -> list[Run]:

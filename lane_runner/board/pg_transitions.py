@@ -21,6 +21,23 @@ both and compares the boards they leave.
 What differs from the reference, on purpose: a claim sends no ``NOTIFY`` (it
 makes nothing claimable for anyone else), and a completion sends one only when
 it promoted a child. This store's own commits still wake its own daemon.
+
+**The board gate.** Every transition that writes an event holds the board's gate
+(``lane_runner_lock_board``: an advisory lock on the board's name) from before it
+takes an id to its commit. Claims and completions hold it *shared*, so runners'
+claims and completions commit side by side and share the server's WAL flushes;
+every other transition (the reference's, through ``PostgresBoardDialect``) holds it
+*exclusive*, and so sees every claim and completion committed before it (a pause
+keeps later claims out, a new task sees its parents' state). Run ids come from
+one sequence, ``lane_runner_run_ids``: unique, and increasing per task (its claims
+are one at a time under its row lock), though runs of different tasks may commit
+out of id order. Event ids may commit out of order too, and readers are kept from
+ever skipping one by ``lane_runner_settled_events``: it takes the gate exclusive
+for an instant, when no event of the board is in flight, and reads the board's
+last event id; a reader of ``events(after_id)`` reads up to that id, every event
+at or below it already committed. A completion that may promote children locks
+their rows before it decides, so two completions of two parents of one child take
+turns on the child, and the second sees the first's parent done.
 """
 
 from __future__ import annotations
@@ -66,13 +83,45 @@ _CLAIM_ROW = ", ".join(
 )
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
-#: Migration step 5: the functions. Later versions replace them with CREATE OR REPLACE in
-#: steps of their own; a function's argument list is part of its name, so a changed one is
-#: dropped first.
-TRANSITIONS_STEP: tuple[str, ...] = (
+#: The first key of the board gate's advisory lock ("LR"); the second is the board's hash.
+#: Two boards whose names hash alike share a gate: they wait on each other, nothing worse.
+GATE_KEY = 0x4C52
+
+#: The gate and the events' horizon (see the module's docstring). ``lock_board`` reads the
+#: board's row and the clock, and with ``p_new_run`` the next run id, after the gate is
+#: granted; no row: the board is gone.
+GATE_FUNCTIONS: tuple[str, ...] = (
+    f"""CREATE OR REPLACE FUNCTION lane_runner_lock_board(
+        p_board text, p_shared boolean, p_new_run boolean)
+    RETURNS TABLE (locked_at double precision, run_id bigint) LANGUAGE plpgsql AS $$
+    BEGIN
+        IF p_shared THEN
+            PERFORM pg_advisory_xact_lock_shared({GATE_KEY}, hashtext(p_board));
+        ELSE
+            PERFORM pg_advisory_xact_lock({GATE_KEY}, hashtext(p_board));
+        END IF;
+        RETURN QUERY SELECT {_NOW},
+            CASE WHEN p_new_run THEN nextval('lane_runner_run_ids') END
+          FROM boards b WHERE b.slug = p_board;
+    END $$""",
+    f"""CREATE OR REPLACE FUNCTION lane_runner_settled_events(p_board text)
+    RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE
+        v_last bigint;
+    BEGIN
+        PERFORM pg_advisory_xact_lock({GATE_KEY}, hashtext(p_board));
+        SELECT coalesce(max(e.id), 0) INTO v_last FROM events e WHERE e.board = p_board;
+        RETURN v_last;
+    END $$""",
+)
+
+#: The hot transitions, as they are now. Step 5 installed them; a step that changes them
+#: (or what they call) installs them again (CREATE OR REPLACE keeps their names, which
+#: include their argument lists).
+TRANSITIONS: tuple[str, ...] = (
     # The claim: the first claimable task nobody else holds (SKIP LOCKED), passed over
-    # when its assignee is another runner's; the board's row (taking the run id from its
-    # counter); the run, unless the board is paused; the task; the claimed event.
+    # when its assignee is another runner's; the board's gate, shared, and the run id;
+    # the run, unless the board is paused; the task; the claimed event.
     f"""CREATE OR REPLACE FUNCTION lane_runner_claim(
         p_board text, p_node text, p_lease_ttl double precision, p_default_assignee text,
         p_lanes text, p_event text, p_now double precision, p_lock_timeout text)
@@ -104,8 +153,8 @@ TRANSITIONS_STEP: tuple[str, ...] = (
             EXIT WHEN v_assignee IS NOT NULL;
             v_passed := v_passed || v_task.id;
         END LOOP;
-        UPDATE boards b SET next_run_id = b.next_run_id + 1 WHERE b.slug = p_board
-            RETURNING b.next_run_id, {_NOW} INTO v_run_id, v_now;
+        SELECT g.run_id, g.locked_at INTO v_run_id, v_now
+          FROM lane_runner_lock_board(p_board, true, true) g;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
         END IF;
@@ -143,10 +192,10 @@ TRANSITIONS_STEP: tuple[str, ...] = (
         RETURN FOUND;
     END $$""",
     # The completion: the run's task row-locked, its latest ended run, the decision of
-    # rules.completion; then the board's row, the run, the task, the event, and the
-    # children waiting only on this task promoted in task id order. NOTIFY (p_channel,
-    # p_token) only when a child became ready.
-    f"""CREATE OR REPLACE FUNCTION lane_runner_complete(
+    # rules.completion; then the board's gate, shared, the run, the task, the event, and
+    # the children waiting only on this task, row-locked and then promoted in task id
+    # order. NOTIFY (p_channel, p_token) only when a child became ready.
+    """CREATE OR REPLACE FUNCTION lane_runner_complete(
         p_board text, p_run bigint, p_result text, p_summary text, p_event text,
         p_now double precision, p_lock_timeout text, p_channel text, p_token text)
     RETURNS text LANGUAGE plpgsql AS $$
@@ -177,7 +226,7 @@ TRANSITIONS_STEP: tuple[str, ...] = (
         IF v_outcome NOT IN ('completed', 'replayed') THEN
             RETURN v_outcome;
         END IF;
-        SELECT {_NOW} INTO v_now FROM boards b WHERE b.slug = p_board FOR NO KEY UPDATE;
+        SELECT g.locked_at INTO v_now FROM lane_runner_lock_board(p_board, true, false) g;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'board % no longer exists', p_board USING ERRCODE = 'P0002';
         END IF;
@@ -194,6 +243,9 @@ TRANSITIONS_STEP: tuple[str, ...] = (
          WHERE t.board = p_board AND t.id = v_task.id;
         INSERT INTO events (board, task_id, kind, run_id, at, data)
             VALUES (p_board, v_task.id, v_outcome, p_run, v_now, p_event);
+        PERFORM 1 FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
+         WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
+         ORDER BY c.id FOR NO KEY UPDATE OF c;
         FOR v_child IN
             SELECT c.id FROM tasks c JOIN task_links l ON l.board = c.board AND l.task_id = c.id
              WHERE l.board = p_board AND l.parent_id = v_task.id AND c.status = 'todo'
@@ -207,7 +259,7 @@ TRANSITIONS_STEP: tuple[str, ...] = (
              WHERE t.board = p_board AND t.id = v_child;
             INSERT INTO events (board, task_id, kind, run_id, at, data)
                 VALUES (p_board, v_child, 'promoted', NULL, v_now,
-                        '{{"parent":' || to_json(v_task.id)::text || '}}');
+                        '{"parent":' || to_json(v_task.id)::text || '}');
             v_promoted := true;
         END LOOP;
         IF v_promoted THEN
@@ -215,6 +267,17 @@ TRANSITIONS_STEP: tuple[str, ...] = (
         END IF;
         RETURN v_outcome;
     END $$""",
+)
+
+#: Migration step 6: run ids from one sequence (starting past every board's counter), the
+#: gate, and the transitions that take it.
+GATE_STEP: tuple[str, ...] = (
+    "CREATE SEQUENCE lane_runner_run_ids",
+    "SELECT setval('lane_runner_run_ids', coalesce((SELECT max(next_run_id) FROM boards), 0) "
+    "+ 1, false)",
+    "ALTER TABLE boards DROP COLUMN next_run_id",
+    *GATE_FUNCTIONS,
+    *TRANSITIONS,
 )
 
 

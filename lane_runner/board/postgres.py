@@ -2,23 +2,22 @@
 
 Several runners, each in its own pod, work one board here. The transactions are
 ``board/sql.py``'s; this module holds what is PostgreSQL's own: the schema, the
-connection pool, the board lock, run ids and change notification.
+connection pool, the board's gate, run ids and change notification.
 
 Two locks, taken in this order (``board/sql.py`` says why): a task's row,
 ``FOR NO KEY UPDATE`` (a claim's pick with ``SKIP LOCKED``, so runners claiming at
-once take different tasks instead of queueing on one), and the board's row in
-``boards`` (``FOR NO KEY UPDATE``, a claim's by the ``UPDATE`` of its run
-counter), taken before a transition reads another task's state or writes an
-event, and kept to its commit. Event ids (handed out by one
-sequence) therefore follow commit order, so a reader following
-``events(after_id)`` never skips an event that committed after a
-later-numbered one. The board's row holds the run counter, so run ids increase
-per board. A transition that promotes children updates their rows under the
-board lock, while an archive of such a child holds the child's row and waits for
-the board lock: PostgreSQL detects that deadlock and aborts one, which the retry
-layer runs again. Heartbeats and comments change no task and take neither lock;
-a heartbeat racing a transition waits for the run's row and then re-checks its
-guard.
+once take different tasks instead of queueing on one), and the board's gate, an
+advisory lock on the board's name taken before a transition reads another task's
+state or writes an event and kept to its commit: shared by claims and completions
+(the functions of ``board/pg_transitions.py``, which says what that changes),
+exclusive for every other transition (``PostgresBoardDialect.lock_board``). Run
+ids come from one sequence; a reader of ``events`` reads up to the board's settled
+id, so it never skips an event that committed after a later-numbered one. A
+transition that promotes children updates their rows under the gate, while an
+archive of such a child holds the child's row and waits for the gate: PostgreSQL
+detects that deadlock and aborts one, which the retry layer runs again.
+Heartbeats and comments change no task and take neither lock; a heartbeat racing
+a transition waits for the run's row and then re-checks its guard.
 
 Transactions run at READ COMMITTED: a statement issued after a lock was granted
 sees everything committed before it, and a locking ``SELECT`` re-checks its
@@ -65,7 +64,7 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Status
-from lane_runner.board.pg_transitions import TRANSITIONS_STEP, PostgresBoard
+from lane_runner.board.pg_transitions import GATE_STEP, TRANSITIONS, PostgresBoard
 from lane_runner.board.sql import (
     BUDGET_COLUMNS,
     BUDGET_KIND,
@@ -245,8 +244,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"(block_kind IS NULL OR block_kind IN {_in((*FIRST_BLOCK_KINDS, BUDGET_KIND))})",
         *BUDGET_COLUMNS,
     ),
-    # Claim, heartbeat and completion as server-side functions (``board/pg_transitions.py``).
-    TRANSITIONS_STEP,
+    # Claim, heartbeat and completion as server-side functions (``board/pg_transitions.py``):
+    # their current definitions, which every later step that changes them installs again.
+    TRANSITIONS,
+    # The board gate and run ids from a sequence: claims and completions side by side.
+    GATE_STEP,
     # The usage ledger every runner of a board shares (``SharedLedger``).
     USAGE_STEP,
 )
@@ -469,19 +471,26 @@ class PostgresBoardDialect:
         return pyformat(statement)
 
     def lock_board(self, connection: AnyConnection, *, new_run: bool = False) -> BoardLock:
-        """The board's row, locked (a claim's by the update that takes its run id from the
-        counter), and the server's clock, read once the lock is granted."""
+        """The board's gate, exclusive (``board/pg_transitions.py``), and the server's clock
+        read once it is granted; with ``new_run``, the next run id from the sequence."""
         board = connection.execute(
-            "UPDATE boards SET next_run_id = next_run_id + 1 WHERE slug = %s "
-            f"RETURNING next_run_id, {SERVER_CLOCK} AS now"
-            if new_run
-            else f"SELECT {SERVER_CLOCK} AS now FROM boards WHERE slug = %s FOR NO KEY UPDATE",
-            (self.scope,),
+            "SELECT * FROM lane_runner_lock_board(%s, false, %s)", (self.scope, new_run)
         ).fetchone()
         if board is None:
             raise NotFound(f"board {self.scope!r} no longer exists")
-        now = float(board["now"]) if self._clock is None else self._clock()
-        return BoardLock(now, int(board["next_run_id"]) if new_run else None)
+        now = float(board["locked_at"]) if self._clock is None else self._clock()
+        return BoardLock(now, int(board["run_id"]) if new_run else None)
+
+    def settled_events(self) -> int:
+        """The board's last event id once no event of it is in flight: every event at or
+        below it has committed, whatever order the claims and completions committed in."""
+        row = self.transaction(
+            lambda connection: connection.execute(
+                "SELECT lane_runner_settled_events(%s) AS last", (self.scope,)
+            ).fetchone(),
+            write=False,
+        )
+        return int(row["last"])
 
     def lock_rows(self, *, skip_locked: bool = False) -> str:
         """``FOR NO KEY UPDATE``: it keeps out other transitions of the task, not the rows

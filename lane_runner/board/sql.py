@@ -18,8 +18,10 @@ its own tasks first, decides what it can from those tasks alone, and takes the
 board lock before it reads another task's state or writes an event; both are kept
 to its commit. So the decisions that need the whole board (a claim's pause check,
 promoting children, a new task's parents) see every transition committed before
-them, a board's events are written one transaction at a time, and event ids (and
-run ids) follow commit order; but the statements of a claim's pick and a
+them; a board lock that is one writer at a time (SQLite's) makes event ids and run
+ids follow commit order, and one shared by claims and completions (PostgreSQL's
+gate) says where readers must stop (``Dialect.settled_events``); the statements of
+a claim's pick and a
 completion's own-task checks do not hold the board lock every runner waits on.
 A claim picks its task before the board lock: the first claimable task that no
 other transaction holds (``SKIP LOCKED``), re-checked under its row lock, so two
@@ -114,8 +116,12 @@ class Dialect(Protocol):
         """Take the board's lock for the rest of the transaction (NotFound: the board is gone).
 
         Returns the transition's time, read after the lock was granted, and with
-        ``new_run`` the next run id of this board (larger than every one before).
+        ``new_run`` a new run id (larger than every one of the task's before).
         """
+
+    def settled_events(self) -> int | None:
+        """The highest event id at or below which every event of the board has committed
+        (a reader of ``events`` goes no further), or None: every committed one."""
 
     def clock(self) -> tuple[str, float | None]:
         """How a statement compares with the time now: an SQL expression, and the value
@@ -453,14 +459,18 @@ class SqlBoard:
         return self._read(work)
 
     def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]:
+        settled = self._dialect.settled_events()
+
         def work(connection: Connection) -> list[Event]:
             if task_id is not None:
                 self._task(connection, task_id)
             one = "" if task_id is None else " AND task_id = :task"
+            upto = "" if settled is None else " AND id <= :settled"
             rows = self._q(
                 connection,
-                f"SELECT * FROM events WHERE board = :board{one} AND id > :after ORDER BY id",
-                task=task_id, after=after_id,
+                f"SELECT * FROM events WHERE board = :board{one} AND id > :after{upto} "
+                "ORDER BY id",
+                task=task_id, after=after_id, settled=settled,
             )
             return [
                 Event(

@@ -328,6 +328,10 @@ class SqliteFile:
             run_id = int(row[0])
         return BoardLock(self._clock(), run_id)
 
+    def settled_events(self) -> None:
+        """No bound: writers hold the whole file one at a time, so events commit in id order."""
+        return None
+
     def lock_rows(self, *, skip_locked: bool = False) -> str:
         """Nothing: the write transaction holds the whole file from its ``BEGIN IMMEDIATE``."""
         return ""

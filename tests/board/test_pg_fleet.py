@@ -1,5 +1,6 @@
 """A fleet on one PostgreSQL: one round trip per hot transition, connection budgets,
-a schema from before the functions upgraded in place, and the configuration keys."""
+schemas from before the functions and the gate upgraded in place, and the configuration
+keys."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from psycopg_pool import ConnectionPool
 
 from lane_runner.board import open_store
 from lane_runner.board.model import CompleteOutcome, NewTask
-from lane_runner.board.pg_transitions import TRANSITIONS_STEP
+from lane_runner.board.pg_transitions import LANES
 from lane_runner.board.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
-from lane_runner.board.sql import USAGE_STEP
+from lane_runner.board.sql import upgrade
 from lane_runner.config import load
 from lane_runner.errors import UsageError
 
@@ -144,36 +145,75 @@ def test_one_connection_means_no_listener_and_a_bounded_poll(postgres_database: 
         writer.close()
 
 
-def test_a_board_from_before_the_functions_is_upgraded_in_place(postgres_database: str) -> None:
-    """A board from before the functions, with a running task: the new code installs the
-    functions when it first connects, and renews and completes the run through them."""
-    old = PostgresStore(postgres_database, server_transitions=False)
-    try:
-        board = old.create_board("main")
-        board.add_task(NewTask(title="t", assignee="cli-auto"))
-        claimed = board.claim("n", 60.0, "")
-    finally:
-        old.close()
-    assert claimed is not None
-    # Back to the schema before the functions (and the usage table, a later step).
-    before = MIGRATIONS.index(TRANSITIONS_STEP)
-    assert MIGRATIONS[before + 1:] == (USAGE_STEP,), "undo the later steps here too"
-    with psycopg.connect(postgres_database, autocommit=True) as connection:
-        for name in ("lane_runner_claim", "lane_runner_heartbeat", "lane_runner_complete"):
-            connection.execute(f"DROP FUNCTION {name}")
-        connection.execute("DROP TABLE usage")
-        connection.execute("UPDATE schema_version SET version = %s", (before,))
+@pytest.mark.parametrize("version", [4, 5, 6],
+                         ids=["before-the-functions", "before-the-gate", "before-the-usage"])
+def test_an_older_board_is_upgraded_in_place(postgres_database: str, version: int) -> None:
+    """A board at schema 4 (no functions), 5 (functions, run ids from the board's row) or
+    6 (no shared usage ledger) with a running task, its run 7: the new code brings it up
+    to date when it first connects, renews and completes the run through the functions,
+    and hands out run ids past every one the board's counter gave."""
+    with psycopg.connect(postgres_database) as connection:
+        upgrade(connection, 0, MIGRATIONS[:version], "the test's database")
+        connection.execute("UPDATE schema_version SET version = %s", (version,))
+        connection.execute("INSERT INTO boards (slug, next_run_id, created_at) VALUES "
+                           "('main', 7, 0)")
+        for task_id, status, run in (("t1", "running", 7), ("t2", "ready", None)):
+            connection.execute(
+                "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
+                "goal_turns, current_run_id, created_at, updated_at) VALUES "
+                "('main', %s, 't', '', %s, 'cli-auto', 0, 1, %s, 0, 0)",
+                (task_id, status, run),
+            )
+        connection.execute(
+            "INSERT INTO runs (board, id, task_id, node, claimed_at, lease_expires_at, "
+            "heartbeat_at) VALUES ('main', 7, 't1', 'n', 0, 1e12, 0)"
+        )
     new = PostgresStore(postgres_database)
     try:
         board = new.board("main")
-        assert board.heartbeat(claimed.run.id, 60.0)
-        assert board.complete(claimed.run.id, RESULT, "ok") is CompleteOutcome.COMPLETED
+        assert board.heartbeat(7, 60.0)
+        assert board.complete(7, RESULT, "ok") is CompleteOutcome.COMPLETED
+        claimed = board.claim("n", 60.0, "")
+        assert claimed is not None and claimed.task.id == "t2" and claimed.run.id == 8
     finally:
         new.close()
     with psycopg.connect(postgres_database) as connection:
         assert connection.execute("SELECT version FROM schema_version").fetchone() == (
             SCHEMA_VERSION,
         )
+
+
+def test_a_follower_never_skips_an_event_committed_out_of_order(
+    postgres_database: str,
+) -> None:
+    """Claims commit side by side, so a claim's event may commit after a later-numbered
+    one. A claim held open in the middle (the gate shared, its event id taken) while
+    another commits: a reader of the board's events waits for the first to settle and
+    then sees both, so a follower that remembers the last id it saw misses neither."""
+    store = PostgresStore(postgres_database)
+    try:
+        board = store.create_board("main")
+        for title in ("first", "second"):
+            board.add_task(NewTask(title=title, assignee="cli-auto"))
+        seen = board.events()[-1].id
+        with psycopg.connect(postgres_database) as held:  # a transaction of its own
+            first = held.execute(
+                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
+                "'10s')", (LANES,),
+            ).fetchone()
+            second = board.claim("n", 60.0, "")
+            assert first is not None and second is not None
+            read: list[list[Any]] = []
+            reader = threading.Thread(target=lambda: read.append(board.events(after_id=seen)))
+            reader.start()
+            reader.join(timeout=0.5)  # it waits for the held claim to commit
+            held.commit()
+        reader.join(timeout=30)
+        assert [(e.task_id, e.kind) for e in read[0]] == [
+            (first[0], "claimed"), (second.task.id, "claimed")
+        ]
+    finally:
+        store.close()
 
 
 def test_the_budget_and_pooler_keys_reach_the_store(

@@ -86,7 +86,7 @@ def test_a_follower_of_events_never_skips_one_committed_late(
     """
     import threading
 
-    from lane_runner.board.model import NewTask
+    from lane_runner.board.model import Event, NewTask
     from lane_runner.board.sql import SqlBoard
 
     slow_pod, fast_pod, follower = (PostgresStore(postgres_database) for _ in range(3))
@@ -113,10 +113,15 @@ def test_a_follower_of_events_never_skips_one_committed_late(
         fast = threading.Thread(target=lambda: fast_pod.board("main").archive("b"))
         fast.start()
         fast.join(0.5)
-        followed = follower.board("main").events(after_id=max(seen))
+        followed: list[Event] = []
+        reader = threading.Thread(
+            target=lambda: followed.extend(follower.board("main").events(after_id=max(seen)))
+        )
+        reader.start()  # it may wait for the slow pod's event to settle: not past it
+        reader.join(0.5)
         release.set()
-        slow.join(10)
-        fast.join(10)
+        for thread in (reader, slow, fast):
+            thread.join(10)
         last = max([max(seen), *(event.id for event in followed)])
         followed += follower.board("main").events(after_id=last)
         assert sorted(event.task_id for event in followed if event.kind == "archived") == ["a", "b"]

@@ -83,9 +83,11 @@ def test_every_task_is_claimed_exactly_once(backend: tuple[str, str]) -> None:
     runs = [run for task in tasks for run in board.runs(task.id)]
     assert len(runs) == TASKS  # one run per task: nobody claimed a task twice
     assert {run.task_id for run in runs} == {task.id for task in tasks}
-    assert sorted(run.id for run in runs) == list(range(1, TASKS + 1))
+    assert len({run.id for run in runs}) == TASKS
     by_id = sorted(runs, key=lambda run: run.id)
-    assert [run.claimed_at for run in by_id] == sorted(run.claimed_at for run in by_id)
+    if name == "sqlite":  # one claim at a time: ids and times in claim order, no gap
+        assert [run.id for run in by_id] == list(range(1, TASKS + 1))
+        assert [run.claimed_at for run in by_id] == sorted(run.claimed_at for run in by_id)
     # Oldest first, up to the claims in flight: a claim takes the oldest ready task no
     # other claim holds, so the k-th claim to commit passed over at most RUNNERS - 1
     # older tasks (the ones other runners were claiming at that moment). One claimer at

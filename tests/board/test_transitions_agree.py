@@ -3,7 +3,8 @@
 ``board/pg_transitions.py`` restates claim, heartbeat and completion in PL/pgSQL;
 ``board/sql.py`` is the reference (and SQLite's implementation). One random
 sequence of operations (stale and unknown run ids, parents, assignees, pauses,
-replays) runs on two boards of one database at once: through the reference
+replays) runs on two boards at once, each in a database of its own (run ids come
+from one sequence per database): through the reference
 (``server_transitions=False``) and through the functions. Every answer, and after
 every step every task, run and event of the two boards, must be the same. (SQLite
 is left out: it hands out no run id to a claim the pause refused, where PostgreSQL
@@ -52,15 +53,18 @@ OPERATION = st.one_of(
 
 
 @pytest.fixture
-def stores(postgres_database: str) -> Iterator[dict[str, Store]]:
+def stores(new_postgres_database: Callable[[], str]) -> Iterator[dict[str, Store]]:
     from lane_runner.board.postgres import PostgresStore
 
     clock = Clock()
     opened: dict[str, Store] = {
         "reference": PostgresStore(
-            postgres_database, failure_limit=FAILURE_LIMIT, clock=clock, server_transitions=False
+            new_postgres_database(), failure_limit=FAILURE_LIMIT, clock=clock,
+            server_transitions=False,
         ),
-        "functions": PostgresStore(postgres_database, failure_limit=FAILURE_LIMIT, clock=clock),
+        "functions": PostgresStore(
+            new_postgres_database(), failure_limit=FAILURE_LIMIT, clock=clock
+        ),
     }
     opened["clock"] = clock  # type: ignore[assignment]
     yield opened
@@ -77,8 +81,7 @@ class Sequence:
         self.boards: dict[str, Board] = {}
         for name, store in stores.items():
             if name != "clock":
-                # The two stores share one database: a board each.
-                self.boards[name] = store.create_board(f"{slug}{name[0]}")
+                self.boards[name] = store.create_board(slug)
         self.tasks: list[str] = []
         self.runs: list[int] = []
 

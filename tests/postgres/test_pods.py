@@ -12,7 +12,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from lane_runner.board.model import Outcome
 
-from .conftest import Fleet, Partition
+from .conftest import Fleet, Partition, Pod
 
 TASKS = 300
 SLOW = "[sim:slow:0.15:6]"  # about a second of provider work: runs are in flight when cut
@@ -35,12 +35,12 @@ def test_three_pods_one_killed_for_good(fleet: Fleet) -> None:
     )
     partition.cut()
     fleet.wait(
-        lambda: any(kind == "pending" for kind, _, _ in doomed.journal_kinds()),
+        lambda: any(not landed(fleet, name) for name in pending(doomed)),
         timeout=30,
         what="pod-c to hold an accepted result it cannot commit",
     )
     doomed.kill()
-    held = {name for kind, name, _ in doomed.journal_kinds() if kind == "pending"}
+    held = pending(doomed)
 
     for daemon in survivors:
         assert daemon.wait(timeout=240) == 0, fleet.pods[0].log_tail()
@@ -74,11 +74,26 @@ def test_three_pods_one_killed_for_good(fleet: Fleet) -> None:
     conflicts = 0
     for name in held:
         stem = name.split(".terminal.")[0]
-        task_id, run_id = stem.split(".run-")[0], int(stem.split(".run-")[1])
-        if fleet.board.get_task(task_id).completed_run_id == run_id:
+        if landed(fleet, name):
             assert settled[stem] == "committed"  # it landed; only the answer was lost in the cut
         else:
             assert settled[stem] == "conflict"  # refused by the exact-run guard, kept in full
             conflicts += 1
     assert conflicts, "pod-c held no result that another pod's run had superseded"
     fleet.assert_done_exactly_once()  # after recovery: a commit whose answer was lost is recorded
+
+
+def pending(pod: Pod) -> set[str]:
+    return {name for kind, name, _ in pod.journal_kinds() if kind == "pending"}
+
+
+def landed(fleet: Fleet, name: str) -> bool:
+    """Whether the board already holds this pending result as its task's completion.
+
+    A result whose commit was in flight when the link was cut lands with its answer
+    lost; one that never left the pod can only end as a conflict. The test waits for
+    the second kind, since the first alone proves nothing about superseded results.
+    """
+    stem = name.split(".terminal.")[0]
+    task_id, run_id = stem.split(".run-")[0], int(stem.split(".run-")[1])
+    return fleet.board.get_task(task_id).completed_run_id == run_id
