@@ -145,13 +145,12 @@ def test_one_connection_means_no_listener_and_a_bounded_poll(postgres_database: 
         writer.close()
 
 
-@pytest.mark.parametrize("version", [4, 5, 6],
-                         ids=["before-the-functions", "before-the-gate", "before-the-usage"])
+@pytest.mark.parametrize("version", [4, 5], ids=["before-the-functions", "before-the-gate"])
 def test_an_older_board_is_upgraded_in_place(postgres_database: str, version: int) -> None:
-    """A board at schema 4 (no functions), 5 (functions, run ids from the board's row) or
-    6 (no shared usage ledger) with a running task, its run 7: the new code brings it up
-    to date when it first connects, renews and completes the run through the functions,
-    and hands out run ids past every one the board's counter gave."""
+    """A board at schema 4 (no functions) or 5 (functions, run ids from the board's row)
+    with a running task, its run 7: the new code brings it up to date when it first
+    connects, renews and completes the run through the functions, and hands out run ids
+    past every one the board's counter gave."""
     with psycopg.connect(postgres_database) as connection:
         upgrade(connection, 0, MIGRATIONS[:version], "the test's database")
         connection.execute("UPDATE schema_version SET version = %s", (version,))
