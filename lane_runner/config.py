@@ -720,6 +720,13 @@ KEYS: tuple[Key, ...] = (
         "nothing more is claimed there that day",
     ),
     Key(
+        "usage_retention_days",
+        _number(0, 36500),
+        90.0,
+        "the home's usage records older than this go once the board's shared ledger holds "
+        "them (never otherwise); 0: keep every record",
+    ),
+    Key(
         "metrics_port",
         _integer(0, 65535),
         0,

@@ -44,6 +44,7 @@ from lane_runner.service import (
     recovery,
     status,
     stuck,
+    usage_share,
 )
 from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
@@ -304,6 +305,9 @@ class Daemon:
         except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
             log.exception("cleanup sweep failed; the next one tries again")
             return
+        if report.usage_dropped:
+            log.info("usage ledger: %d old record(s) the boards hold left this home",
+                     report.usage_dropped)
         if report.worktrees_removed or report.followed_up or report.journal.removed:
             log.info(
                 "cleanup: %d worktrees removed, %d results followed up, %d journal files "
@@ -391,12 +395,23 @@ class Daemon:
         return [slug for slug in open_slugs if slug not in broken]
 
     def _budget_spent(self, slug: str) -> str | None:
-        """Why nothing more is claimed on ``slug`` today (its daily budget), or None."""
+        """Why nothing more is claimed on ``slug`` today (its daily budget), or None: the
+        spend of every runner of the board (its shared ledger) and this home's own."""
         daily = self.services.cfg.daily_budget_usd
         if budget.daily_budget(daily, slug) is None:
             return None
-        today = ledger.on_day(self.services.ledger.records(slug), clock.now())
-        return budget.board_spent(daily, slug, today)
+        now = clock.now()
+        try:
+            with self.services.resting.use(slug):
+                shared = usage_share.on_board(
+                    self.services.store.board(slug), since_day=ledger.day_of(now)
+                )
+        except BoardUnavailable as error:
+            # Its claim fails as well while it is away; this home's spend is all we know.
+            log.debug("board %s's usage not readable: %s", slug, error)
+            shared = []
+        records = ledger.merged(shared, self.services.ledger.records(slug))
+        return budget.board_spent(daily, slug, ledger.on_day(records, now))
 
     def _board_pause(self, slug: str) -> BoardPause | None:
         try:

@@ -81,6 +81,7 @@ class Settings:
     max_cost_usd: float | None
     max_tokens: float | None
     daily_budget_usd: dict[str, float]
+    usage_retention_days: float
     metrics_port: int
     metrics_address: str
     health_timeout: float
@@ -157,6 +158,7 @@ class Changes(TypedDict, total=False):
     max_cost_usd: Any
     max_tokens: Any
     daily_budget_usd: Any
+    usage_retention_days: Any
     metrics_port: Any
     metrics_address: Any
     health_timeout: Any

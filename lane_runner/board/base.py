@@ -9,7 +9,7 @@ backend to it. ``board/sql.py`` implements it once for the SQL backends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,6 +302,31 @@ class HostedBoard(Protocol):
 
     def lane_counts(self, default_assignee: str) -> dict[str, int]:
         """``counts`` of the tasks this runner would serve: the host's own stay out."""
+
+
+@runtime_checkable
+class SharedLedger(Protocol):
+    """A board that keeps the usage ledger for every runner serving it (the SQL boards).
+
+    The home's ledger (``service/ledger.py``) is a runner's own; several runners on one
+    board (pods, each with its home) count a task's and the board's day's spend
+    together only through the board. Records are the home ledger's, keyed by their
+    ``id``: storing one again changes nothing, so a runner re-sends whatever it is not
+    sure the board took. A hosted board (Hermes) has no table of its own for them: it
+    is not a ``SharedLedger``, and each runner's budgets count its home's records alone
+    (docs/ARCHITECTURE.md §3.7).
+    """
+
+    def record_usage(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Store ``records`` (each with ``id``, ``task_id``, ``day``, ``at``) in one
+        transaction; an id the board holds already is left as it is. Returns how many
+        were new."""
+
+    def usage(
+        self, *, task_id: str | None = None, since_day: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The stored records (of one task; of UTC days from ``since_day`` on), oldest
+        first. Records of a deleted task stay (its spend was spent)."""
 
 
 class Store(Protocol):

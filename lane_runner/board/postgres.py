@@ -70,6 +70,7 @@ from lane_runner.board.sql import (
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
+    USAGE_STEP,
     BoardLock,
     Notify,
     SqlBoard,
@@ -248,6 +249,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     TRANSITIONS,
     # The board gate and run ids from a sequence: claims and completions side by side.
     GATE_STEP,
+    # The usage ledger every runner of a board shares (``SharedLedger``).
+    USAGE_STEP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -33,7 +33,7 @@ heartbeats and comments change no task and take no lock but a run's row.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -149,6 +149,23 @@ CONTROLS_STEP: tuple[str, ...] = (
         at double precision NOT NULL,
         paused_by text NOT NULL
     )""",
+)
+
+#: The board's usage ledger (``SharedLedger``), the same DDL on every backend: the home
+#: ledger's records, whole (``data``), keyed by their id, so a record sent twice is
+#: stored once; the task and the UTC day are columns for the budgets' reads.
+USAGE_STEP: tuple[str, ...] = (
+    """CREATE TABLE usage (
+        board text NOT NULL,
+        id text NOT NULL,
+        task_id text NOT NULL,
+        day text NOT NULL,
+        at double precision NOT NULL,
+        data text NOT NULL,
+        PRIMARY KEY (board, id)
+    )""",
+    "CREATE INDEX usage_task ON usage (board, task_id)",
+    "CREATE INDEX usage_day ON usage (board, day)",
 )
 
 
@@ -618,7 +635,9 @@ class SqlBoard:
             ]
             self._refuse_running(tasks)
             self._archive_for_deletion(tasks, force, now, connection)
-            for table in ("events", "comments", "runs", "task_links", "tasks", "board_pauses"):
+            for table in (
+                "events", "comments", "runs", "task_links", "tasks", "board_pauses", "usage"
+            ):
                 self._q(connection, f"DELETE FROM {table} WHERE board = :board")
             for statement in also:
                 self._q(connection, statement)
@@ -1042,6 +1061,42 @@ class SqlBoard:
                 now=self._dialect.now(connection) if now is None else now,
             )
             return [run_from_row(row, self.slug) for row in rows]
+
+        return self._read(work)
+
+    # -- the shared usage ledger (``board/base.py`` ``SharedLedger``) ----------------
+
+    def record_usage(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Store the records whose ids are new; no task changes, so no lock, no event."""
+
+        def work(connection: Connection) -> int:
+            added = 0
+            for record in records:
+                cursor = self._q(
+                    connection,
+                    "INSERT INTO usage (board, id, task_id, day, at, data) "
+                    "VALUES (:board, :id, :task_id, :day, :at, :data) "
+                    "ON CONFLICT (board, id) DO NOTHING",
+                    id=record["id"], task_id=record["task_id"], day=record["day"],
+                    at=record["at"], data=_json(record),
+                )
+                added += cursor.rowcount
+            return added
+
+        return self._write(work) if records else 0
+
+    def usage(
+        self, *, task_id: str | None = None, since_day: str | None = None
+    ) -> list[dict[str, Any]]:
+        def work(connection: Connection) -> list[dict[str, Any]]:
+            task = "" if task_id is None else " AND task_id = :task_id"
+            since = "" if since_day is None else " AND day >= :since_day"
+            rows = self._q(
+                connection,
+                f"SELECT data FROM usage WHERE board = :board{task}{since} ORDER BY at, id",
+                task_id=task_id, since_day=since_day,
+            )
+            return [orjson.loads(row["data"]) for row in rows]
 
         return self._read(work)
 

@@ -46,6 +46,7 @@ from lane_runner.board.sql import (
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
+    USAGE_STEP,
     BoardLock,
     Connection,
     Notify,
@@ -162,6 +163,7 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
     ),
     (*BUDGET_COLUMNS, lambda connection: _allow_budget_kind(connection)),
+    USAGE_STEP,
 )
 
 

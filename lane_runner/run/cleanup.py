@@ -16,6 +16,10 @@ For each task the board shows done (or archived after it was done):
    count and bytes with the other artifacts, ``journal/retention.py``), and its
    provider logs go with the lane state.
 
+Each board's usage ledger first: what the home did not send yet goes to the board's
+shared ledger, and the home's records past ``usage_retention_days`` that the board holds
+go (``service/usage_share.py``), on every kind of board.
+
 A blocked task keeps everything for whoever unblocks it; a task not done is not
 looked at. Hosted boards' workspaces are the host's (Hermes): not touched.
 """
@@ -35,6 +39,7 @@ from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status, Task
 from lane_runner.errors import NotFound
 from lane_runner.run import delivery, followup, git, hooks, lanestate, workspace
+from lane_runner.service import usage_share
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,8 @@ class SweepReport:
     kept: dict[str, str] = field(default_factory=dict)
     """Worktrees left in place, and why."""
     journal: CollectReport = field(default_factory=CollectReport)
+    usage_dropped: int = 0
+    """Home usage records past ``usage_retention_days`` that their board holds."""
 
 
 def sweep(
@@ -67,6 +74,7 @@ def sweep(
         try:
             with services.resting.use(slug):
                 board = services.store.board(slug)
+                report.usage_dropped += _settle_usage(services, board, now)
                 if isinstance(board, HostedBoard):
                     continue
                 finished = _finished(board)
@@ -82,6 +90,16 @@ def sweep(
         if not lanestate.path_for(services.home.lane_dir(slug), task_id).exists():
             report.logs_removed += _remove_logs(services.home.log_file(slug, task_id))
     return report
+
+
+def _settle_usage(services: Services, board: Board, now: float) -> int:
+    """The usage ledger's share and retention (``service/usage_share.py``); a disk error
+    leaves both for the next sweep (the records stay in the home)."""
+    try:
+        return usage_share.settle(board, services.ledger, services.cfg.usage_retention_days, now)
+    except OSError as error:
+        log.warning("usage ledger of board %s left for the next sweep: %s", board.slug, error)
+        return 0
 
 
 def _tidy(tidy: Tidy) -> bool:

@@ -50,7 +50,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import breaker, ledger, leftovers, metrics
+from lane_runner.service import breaker, ledger, leftovers, metrics, usage_share
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,9 @@ class RunExecutor:
         self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
         self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
         self.over_budget: str | None = None  # why the spend crossed the budget, once it did
+        # The board's copy of the usage ledger: the task's records and the board's today's,
+        # as last read (``_share_usage``); what budgets read with the home's own records.
+        self.on_board: list[dict[str, Any]] = []
         cfg = services.cfg
         self.budget = budget.of(
             self.task.max_cost_usd, self.task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
@@ -185,6 +188,7 @@ class RunExecutor:
             self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
         if self._earlier_result_waits():
             return self._redeliver()
+        self._share_usage()
         spent = self._budget_crossed()
         if spent is not None:
             return self._budget_spent(spent)
@@ -675,13 +679,37 @@ class RunExecutor:
                 self._provider_result_file(n).unlink(missing_ok=True)
 
     def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
-        """The task's spend over all its runs, and its board's over today (UTC)."""
-        records = self.s.ledger.records(self.task.board)
+        """The task's spend over all its runs, and its board's over today (UTC), on every
+        runner of the board: the board's copy as last read, and the home's own records
+        (those not sent yet too). Reads no board: the CLI's pipe calls it."""
+        records = self._usage_records()
         today = ledger.day_of(clock.now())
         return (
             ledger.total(r for r in records if r["task_id"] == self.task.id),
             ledger.total(r for r in records if r["day"] == today),
         )
+
+    def _usage_records(self) -> list[dict[str, Any]]:
+        return ledger.merged(self.on_board, self.s.ledger.records(self.task.board))
+
+    def _share_usage(self) -> None:
+        """Send the home's unsent usage records to the board, and read back the board's
+        records of the task and of today, which other runners' spend is in. Best effort:
+        a board that is away keeps the last copy read, the records stay unsent in the
+        home (fsynced) and go at the next share, the sweep or recovery."""
+        try:
+            with self.s.resting.use(self.task.board):
+                usage_share.send(self.board, self.s.ledger)
+                today = ledger.day_of(clock.now())
+                self.on_board = ledger.merged(
+                    usage_share.on_board(self.board, task_id=self.task.id),
+                    usage_share.on_board(self.board, since_day=today),
+                )
+        except BoardUnavailable as error:
+            log.info("usage of %s/%s not shared with the board now (sent later): %s",
+                     self.task.board, self.task.id, error)
+        except OSError as error:  # the marks file: the records are sent again next time
+            log.warning("usage marks of board %s not written: %s", self.task.board, error)
 
     def _budget_crossed(self) -> str | None:
         return budget.crossed(self.budget, *self._spend())
@@ -734,11 +762,13 @@ class RunExecutor:
         self._save_state()
 
     def _heartbeat(self) -> bool:
-        """Renew the lease, say the run is alive, and look for an operator's stop."""
+        """Renew the lease, say the run is alive, look for an operator's stop, and share the
+        usage ledger with the board (other runners' spend counts towards the budgets)."""
         renewed = self._renew()
         if renewed:
             self._progress_note()
             self._look_for_stop()
+            self._share_usage()
         return renewed
 
     def _renew(self) -> bool:
@@ -1021,13 +1051,12 @@ class RunExecutor:
         }
 
     def _usage_summary(self) -> dict[str, Any]:
-        """What the task and this run spent, from the ledger, for the completed event."""
-        records = [r for r in self.s.ledger.records(self.task.board)
-                   if r["task_id"] == self.task.id]
+        """What the task (on every runner) and this run spent, for the completed event."""
+        self._share_usage()
+        records = self._usage_records()
         return {
-            "task": ledger.total(records).to_dict(),
+            "task": ledger.task_usage(records, self.task.id),
             "run": ledger.total(r for r in records if r["run_id"] == self.run.id).to_dict(),
-            "by_model": ledger.summarize(records, ("provider", "model")),
         }
 
     def _note_waiting_result(self) -> None:
@@ -1146,6 +1175,7 @@ class RunExecutor:
             with self.s.resting.use(self.task.board):
                 return step()
 
+        self._share_usage()  # before the task is free to run elsewhere, on this spend
         if self._until_landed(what, on_board) is None:
             return self._report(RunEnd.ABANDON, f"{what} not stored: {reason}", provider)
         return self._report(ended, reason, provider)

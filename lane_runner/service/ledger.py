@@ -18,6 +18,11 @@ How a CLI's figures become records (``attribute``, pure):
 
 Costs are the CLI's own (claude's ``costUSD``), else the operator's price table
 (``prices``, dollars per million tokens by kind), else unknown (None), never guessed.
+
+A board every runner of it shares (``board/base.py`` ``SharedLedger``) gets a copy of
+each record after the home has it (``service/usage_share.py``); ``usage/<board>.sent``
+lists the ids the board confirmed, so what is left is sent again later, and records
+older than ``usage_retention_days`` leave the home only once the board holds them.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,6 +224,44 @@ def total(records: Iterable[Mapping[str, Any]]) -> Totals:
     return totals
 
 
+def merged(*copies: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One ledger from several copies of it (the board's, the home's): the first record
+    of each id, so a record both hold is counted once and one only the home holds yet
+    (not sent) still counts."""
+    seen: set[str] = set()
+    records: list[dict[str, Any]] = []
+    for copy in copies:
+        for record in copy:
+            if record["id"] not in seen:
+                seen.add(record["id"])
+                records.append(dict(record))
+    return records
+
+
+def unsent(records: Iterable[Mapping[str, Any]], sent: Collection[str]) -> list[dict[str, Any]]:
+    """The records the board has not confirmed taking: what to send (again)."""
+    return [dict(r) for r in records if r["id"] not in sent]
+
+
+def kept(
+    records: Iterable[Mapping[str, Any]], sent: Collection[str], oldest_day: str
+) -> list[dict[str, Any]]:
+    """The records the home keeps under retention: those of ``oldest_day`` or later, and
+    every record the board has not confirmed, however old (the home's is its only copy)."""
+    return [dict(r) for r in records if r["day"] >= oldest_day or r["id"] not in sent]
+
+
+def task_usage(records: Iterable[Mapping[str, Any]], task_id: str) -> dict[str, Any]:
+    """What a task spent: in all, per run and per model (``task show`` and the completed
+    event's metadata both give this)."""
+    mine = [r for r in records if r["task_id"] == task_id]
+    return {
+        **total(mine).to_dict(),
+        "by_run": summarize(mine, ("run",)),
+        "by_model": summarize(mine, ("provider", "model")),
+    }
+
+
 def on_day(records: Iterable[Mapping[str, Any]], at: float) -> Totals:
     """What ``records`` spent on the UTC day of ``at`` (a board's daily budget)."""
     day = day_of(at)
@@ -288,9 +331,57 @@ class Ledger:
         self.directory = directory
         self._lock = threading.Lock()
         self._boards: dict[str, list[dict[str, Any]]] = {}
+        self._sent: dict[str, set[str]] = {}
 
     def path(self, board: str) -> Path:
         return self.directory / f"{board}.jsonl"
+
+    def sent_path(self, board: str) -> Path:
+        """The ids of ``board``'s records its shared ledger confirmed taking, one a line."""
+        return self.directory / f"{board}.sent"
+
+    def unsent(self, board: str) -> list[dict[str, Any]]:
+        """The records of ``board`` its shared ledger has not confirmed yet."""
+        with self._lock:
+            return unsent(self._loaded(board), self._sent_ids(board))
+
+    def mark_sent(self, board: str, ids: Iterable[str]) -> None:
+        """Note that the board took ``ids``. Not fsynced: a mark a crash loses only makes
+        its record be sent again, which the board ignores (the id is its key)."""
+        with self._lock:
+            sent = self._sent_ids(board)
+            new = [i for i in dict.fromkeys(ids) if i not in sent]
+            if new:
+                self._write_all(self.sent_path(board), "".join(f"{i}\n" for i in new).encode())
+                sent.update(new)
+
+    def prune(self, board: str, oldest_day: str) -> int:
+        """Drop the records of days before ``oldest_day`` that the board holds (``kept``):
+        the file is rewritten atomically, then the marks of what went. How many went."""
+        with self._lock:
+            records = self._loaded(board)
+            sent = self._sent_ids(board)
+            keep = kept(records, sent, oldest_day)
+            if len(keep) == len(records):
+                return 0
+            files.write(self.path(board), b"".join(orjson.dumps(r) + b"\n" for r in keep))
+            self._boards[board] = keep
+            # A crash here leaves marks of records that are gone: never read again.
+            held = sent & {r["id"] for r in keep}
+            files.write(self.sent_path(board), "".join(f"{i}\n" for i in sorted(held)).encode())
+            self._sent[board] = held
+            return len(records) - len(keep)
+
+    def _sent_ids(self, board: str) -> set[str]:
+        if board not in self._sent:
+            try:
+                data = files.read(self.sent_path(board), MAX_FILE_BYTES)
+            except FileNotFoundError:
+                data = b""
+            # A last line a crash cut short is an id nothing has: its record is re-sent.
+            self._sent[board] = {line for line in data.decode(errors="replace").split("\n")
+                                 if line}
+        return self._sent[board]
 
     def records(self, board: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -307,17 +398,22 @@ class Ledger:
         """Attribute ``report`` to ``attempt`` and append what it adds, durably; the new
         records (none when the figure was counted already)."""
         with self._lock:
-            kept = self._loaded(attempt.board)
-            history = [r for r in kept if r["task_id"] == attempt.task_id]
+            book = self._loaded(attempt.board)
+            history = [r for r in book if r["task_id"] == attempt.task_id]
             added = attribute(report, attempt, history, prices, at)
             if added:
                 self._append(self.path(attempt.board), added)
-                kept.extend(added)
+                book.extend(added)
             return added
 
     def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
+        self._write_all(path, b"".join(orjson.dumps(record) + b"\n" for record in records),
+                        sync=True)
+
+    @staticmethod
+    def _write_all(path: Path, data: bytes, *, sync: bool = False) -> None:
+        """Append ``data`` (whole lines) to ``path``, after whatever a crash left there."""
         files.ensure_directory(path.parent)
-        data = b"".join(orjson.dumps(record) + b"\n" for record in records)
         try:
             last = files.read_tail(path, 1)
         except FileNotFoundError:
@@ -329,6 +425,7 @@ class Ledger:
             written = os.write(fd, data)
             while written < len(data):
                 written += os.write(fd, data[written:])
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)

@@ -18,7 +18,7 @@ from typing import Any
 from journal import RecoveryReport
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BlockKind, Outcome, Run
-from lane_runner.service import leftovers
+from lane_runner.service import leftovers, usage_share
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class RecoveryResult:
     rescued: list[RunRef] = field(default_factory=list)
     unavailable_boards: dict[str, str] = field(default_factory=dict)
     ended_processes: list[int] = field(default_factory=list)
+    usage_sent: int = 0
+    """Usage records the home held that their board's shared ledger had not taken yet."""
 
     @property
     def pending_left(self) -> int:
@@ -65,6 +67,7 @@ def recover(services: Services) -> RecoveryResult:
     for slug in services.store.board_slugs():
         try:
             result.reclaimed += _reclaim_orphans(services, slug)
+            result.usage_sent += usage_share.send(services.store.board(slug), services.ledger)
         except BoardUnavailable as error:
             result.unavailable_boards[slug] = str(error)
     return result

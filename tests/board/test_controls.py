@@ -13,6 +13,7 @@ from lane_runner.board.base import Board, Store
 from lane_runner.board.model import BlockKind, NewTask, Outcome, Status
 from lane_runner.board.postgres import MIGRATIONS as PG_MIGRATIONS
 from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.sql import CONTROLS_STEP
 from lane_runner.board.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.errors import UsageError
@@ -80,10 +81,11 @@ def test_an_sqlite_board_from_before_the_controls_is_migrated(tmp_path: Path) ->
     boards = tmp_path / "boards"
     boards.mkdir()
     connection = sqlite3.connect(boards / "old.db", isolation_level=None)
-    for step in SQLITE_MIGRATIONS[:-1]:
+    before = SQLITE_MIGRATIONS.index(CONTROLS_STEP)  # every later step runs at the upgrade
+    for step in SQLITE_MIGRATIONS[:before]:
         for statement in step:
-            connection.execute(statement)
-    connection.execute(f"PRAGMA user_version = {len(SQLITE_MIGRATIONS) - 1}")
+            connection.execute(statement)  # type: ignore[arg-type]
+    connection.execute(f"PRAGMA user_version = {before}")
     connection.execute(
         "INSERT INTO tasks (id, title, body, status, priority, goal_turns, created_at, "
         "updated_at) VALUES ('kept', 'from before', '', 'ready', 0, 1, 1.0, 1.0)"
@@ -105,10 +107,11 @@ def test_an_sqlite_board_from_before_the_controls_is_migrated(tmp_path: Path) ->
 
 def test_a_postgres_board_from_before_the_controls_is_migrated(postgres_database: str) -> None:
     with psycopg.connect(postgres_database, autocommit=True) as connection:
-        for step in PG_MIGRATIONS[:-1]:
+        before = PG_MIGRATIONS.index(CONTROLS_STEP)  # every later step runs at the upgrade
+        for step in PG_MIGRATIONS[:before]:
             for statement in step:
                 connection.execute(statement)  # type: ignore[arg-type]
-        connection.execute("UPDATE schema_version SET version = %s", (len(PG_MIGRATIONS) - 1,))
+        connection.execute("UPDATE schema_version SET version = %s", (before,))
         connection.execute("INSERT INTO boards VALUES ('old', 0, 1.0)")
         connection.execute(
             "INSERT INTO tasks (board, id, title, body, status, priority, goal_turns, "

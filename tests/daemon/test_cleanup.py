@@ -19,7 +19,7 @@ from lane_runner.board.model import Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
 from lane_runner.run import cleanup, followup, workspace
 from lane_runner.run.executor import RunExecutor
-from lane_runner.service import diskuse
+from lane_runner.service import diskuse, ledger
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.harness import BOARD, Lane, git
@@ -171,3 +171,17 @@ def test_a_daemon_cleans_up_a_done_task_and_task_show_has_its_diff_stat(lane: La
     doctor = lane.cli("doctor", "--json")
     [use] = [c for c in orjson.loads(doctor.stdout)["checks"] if c["name"] == "disk use"]
     assert "(0 worktrees)" in use["detail"]
+
+
+def test_the_sweep_shares_the_usage_ledger_and_drops_old_records_the_board_holds(
+    services: Services, lane: Lane  # noqa: F811
+) -> None:
+    """The home's records older than ``usage_retention_days`` (90) leave it once the board
+    holds them; the board's copy keeps them for every runner."""
+    finish(services, lane, "spends")
+    spent = [r["id"] for r in services.ledger.records(BOARD)]
+    assert spent, "the simulated CLI reports its spend"
+    assert sweep(services).usage_dropped == 0  # today's records stay
+    assert sweep(services, later=100 * DAY).usage_dropped == len(spent)
+    assert ledger.read(lane.home.usage_file(BOARD)) == []
+    assert [r["id"] for r in lane.board.usage()] == spent

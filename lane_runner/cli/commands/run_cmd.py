@@ -126,6 +126,7 @@ def run_recover(args: argparse.Namespace) -> int:
         "reclaimed": [ref.to_dict() for ref in result.reclaimed],
         "unavailable_boards": result.unavailable_boards,
         "ended_processes": result.ended_processes,
+        "usage_sent": result.usage_sent,
         "pending_left": result.pending_left,
     }
     if args.json:
@@ -156,6 +157,8 @@ def _print_recovery(document: dict[str, Any]) -> None:
         print("nothing to recover")
     if document["ended_processes"]:
         print(f"ended provider processes left by a killed daemon: {document['ended_processes']}")
+    if document["usage_sent"]:
+        print(f"usage records sent to their board's shared ledger: {document['usage_sent']}")
     for slug, reason in document["unavailable_boards"].items():
         print(f"board {slug} unavailable: {reason}")
     if document["pending_left"]:

@@ -21,7 +21,7 @@ import orjson
 from journal import Journal
 from lane_runner import clock
 from lane_runner.board import open_store
-from lane_runner.board.base import BoardError
+from lane_runner.board.base import Board, BoardError
 from lane_runner.board.model import Status, Task
 from lane_runner.cli import inspection
 from lane_runner.cli.arguments import add_json_flag, load_config, seconds, whole
@@ -39,7 +39,7 @@ from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import health
 from lane_runner.run import budget, lanestate
-from lane_runner.service import breaker, ledger, lock, pause, status
+from lane_runner.service import breaker, ledger, lock, pause, status, usage_share
 
 
 def register(subparsers: Any) -> None:
@@ -70,12 +70,12 @@ def _board_counts(cfg: Config, now: float) -> dict[str, dict[str, Any]]:
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
                     "backing_off": _backing_off(board.list_tasks(Status.READY), now),
-                    **_today(cfg, slug),
+                    **_today(cfg, slug, board),
                     "error": None,
                 }
             except BoardError as error:
                 counts[slug] = {
-                    "counts": {}, "paused": None, "backing_off": [], **_today(cfg, slug),
+                    "counts": {}, "paused": None, "backing_off": [], **_today(cfg, slug, None),
                     "error": str(error),
                 }
     return counts
@@ -103,10 +103,13 @@ def _breaker(home: Home) -> list[dict[str, Any]]:
     ]
 
 
-def _today(cfg: Config, slug: str) -> dict[str, Any]:
-    """What the board spent today (UTC, from the usage ledger), and its daily budget
-    with why nothing is claimed there when it is spent (None without a budget)."""
-    today = ledger.on_day(ledger.read(Home(cfg.home).usage_file(slug)), clock.now())
+def _today(cfg: Config, slug: str, board: Board | None) -> dict[str, Any]:
+    """What the board spent today (UTC; its shared ledger with this home's, or this home's
+    alone when the board could not be read), and its daily budget with why nothing is
+    claimed there when it is spent (None without a budget)."""
+    now = clock.now()
+    shared = [] if board is None else usage_share.on_board(board, since_day=ledger.day_of(now))
+    today = ledger.on_day(ledger.merged(shared, ledger.read(Home(cfg.home).usage_file(slug))), now)
     limit = budget.daily_budget(cfg.daily_budget_usd, slug)
     return {
         "usage_today": today.to_dict(),

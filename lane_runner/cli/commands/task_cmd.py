@@ -34,7 +34,7 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
-from lane_runner.service import ledger
+from lane_runner.service import ledger, usage_share
 
 STOP_POLL = 0.2
 
@@ -217,7 +217,9 @@ def show_task(args: argparse.Namespace) -> int:
         board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
-    spent = usage_of(Home(cfg.home), task)
+        shared = usage_share.on_board(board, task_id=task.id)
+    home_records = ledger.read(Home(cfg.home).usage_file(task.board))
+    spent = ledger.task_usage(ledger.merged(shared, home_records), task.id)
     if args.json:
         print_json(
             {
@@ -258,16 +260,6 @@ def _print_backoff(backoff: dict[str, Any] | None) -> None:
     why = f"after {failures} counted failure(s)" if failures else "cooling down"
     print(f"\nbacking off ({why}): claimable again in {backoff['seconds_left']:.0f} s, "
           f"at {backoff['until']}")
-
-
-def usage_of(home: Home, task: Task) -> dict[str, Any]:
-    """What the task spent, from this home's usage ledger: in all, per run and per model."""
-    records = [r for r in ledger.read(home.usage_file(task.board)) if r["task_id"] == task.id]
-    return {
-        **ledger.total(records).to_dict(),
-        "by_run": ledger.summarize(records, ("run",)),
-        "by_model": ledger.summarize(records, ("provider", "model")),
-    }
 
 
 def _print_usage(spent: dict[str, Any]) -> None:

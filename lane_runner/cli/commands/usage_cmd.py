@@ -1,23 +1,29 @@
 """``lane-runner usage``: what the tasks spent, from the usage ledger (never the logs).
 
 Totals by task, board, provider, model or day (``--by``, several allowed), over a
-period of UTC days (``--since`` / ``--until``), for one board or task or all.
+period of UTC days (``--since`` / ``--until``), for one board or task or all. A board
+with a shared ledger (the SQL boards) gives every runner's spend on it; this home's
+records count too, by id, so what it has not sent yet is not missed.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import sys
 from collections.abc import Iterable
+from contextlib import closing
 from typing import Any
 
 from lane_runner import clock
+from lane_runner.board import open_store
+from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
-from lane_runner.errors import UsageError
+from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
-from lane_runner.service import ledger
+from lane_runner.service import ledger, usage_share
 
 #: What a row shows per group, in the table.
 HEADERS = ("input", "cached", "cache write", "output", "reasoning", "tokens", "cost $")
@@ -53,14 +59,43 @@ def day(text: str, today: datetime.date, option: str) -> datetime.date:
                          "(the last N days)") from None
 
 
-def records(home: Home, board: str | None) -> list[dict[str, Any]]:
-    """Every ledger record of ``board``, or of every board of the home."""
+def records(
+    store: Store, home: Home, board: str | None, since: str | None
+) -> list[dict[str, Any]]:
+    """Every ledger record of ``board`` (else of every board of the store or the home)
+    from UTC day ``since`` on, where the board keeps them: its shared ledger (every
+    runner's spend), merged by id with this home's own (which it may not hold yet)."""
     if board is not None:
-        return ledger.read(home.usage_file(check_name("board", board)))
+        slugs = [check_name("board", board)]
+    else:
+        mine = sorted(home.usage.glob("*.jsonl")) if home.usage.is_dir() else []
+        slugs = sorted({path.stem for path in mine} | set(_board_slugs(store)))
     found: list[dict[str, Any]] = []
-    for path in sorted(home.usage.glob("*.jsonl")) if home.usage.is_dir() else []:
-        found += ledger.read(path)
+    for slug in slugs:
+        found += ledger.merged(_shared(store, slug, since), ledger.read(home.usage_file(slug)))
     return found
+
+
+def _board_slugs(store: Store) -> list[str]:
+    try:
+        return list(store.board_slugs())
+    except BoardUnavailable as error:
+        print(f"the boards cannot be read now ({error}); this home's usage only",
+              file=sys.stderr)
+        return []
+
+
+def _shared(store: Store, slug: str, since: str | None) -> list[dict[str, Any]]:
+    """The board's shared ledger; none for a board this store does not have (a home
+    ledger outlives its board) and, said on stderr, for one that cannot be read now."""
+    try:
+        return usage_share.on_board(store.board(slug), since_day=since)
+    except NotFound:
+        return []
+    except BoardUnavailable as error:
+        print(f"board {slug} cannot be read now ({error}); this home's usage of it only",
+              file=sys.stderr)
+        return []
 
 
 def selected(
@@ -77,13 +112,15 @@ def selected(
 def show_usage(args: argparse.Namespace) -> int:
     if args.task and not args.board:
         raise UsageError("--task needs --board: task ids are per board")
-    home = Home(load_config(args).home)
+    cfg = load_config(args)
+    home = Home(cfg.home)
     today = datetime.datetime.fromtimestamp(clock.now(), datetime.UTC).date()
     since = day(args.since, today, "--since").isoformat() if args.since else None
     until = day(args.until, today, "--until").isoformat() if args.until else None
     if since and until and since > until:
         raise UsageError(f"--since {since} is after --until {until}")
-    chosen = selected(records(home, args.board), args.task, since, until)
+    with closing(open_store(cfg)) as store:
+        chosen = selected(records(store, home, args.board, since), args.task, since, until)
     by = tuple(dict.fromkeys(args.by or ["board"]))
     rows = ledger.summarize(chosen, by)
     total = ledger.total(chosen).to_dict()
