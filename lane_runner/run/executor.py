@@ -692,18 +692,24 @@ class RunExecutor:
     def _usage_records(self) -> list[dict[str, Any]]:
         return ledger.merged(self.on_board, self.s.ledger.records(self.task.board))
 
-    def _share_usage(self) -> None:
+    def _share_usage(self, *, whole_task: bool = False) -> None:
         """Send the home's unsent usage records to the board, and read back the board's
-        records of the task and of today, which other runners' spend is in. Best effort:
-        a board that is away keeps the last copy read, the records stay unsent in the
-        home (fsynced) and go at the next share, the sweep or recovery."""
+        records that the budgets count (the task's, today's), which other runners' spend
+        is in; ``whole_task``: the task's in any case (the completed event's summary).
+        Without a budget a heartbeat reads nothing back: on a fleet's board, a day's
+        records read at every heartbeat of every run would be the board's heaviest read.
+        Best effort: a board that is away keeps the last copy read, the records stay
+        unsent in the home (fsynced) and go at the next share, the sweep or recovery."""
+        limits = self.budget
+        task = whole_task or limits.max_cost_usd is not None or limits.max_tokens is not None
         try:
             with self.s.resting.use(self.task.board):
                 usage_share.send(self.board, self.s.ledger)
                 today = ledger.day_of(clock.now())
                 self.on_board = ledger.merged(
-                    usage_share.on_board(self.board, task_id=self.task.id),
-                    usage_share.on_board(self.board, since_day=today),
+                    usage_share.on_board(self.board, task_id=self.task.id) if task else [],
+                    usage_share.on_board(self.board, since_day=today)
+                    if limits.daily_usd is not None else [],
                 )
         except BoardUnavailable as error:
             log.info("usage of %s/%s not shared with the board now (sent later): %s",
@@ -1052,7 +1058,7 @@ class RunExecutor:
 
     def _usage_summary(self) -> dict[str, Any]:
         """What the task (on every runner) and this run spent, for the completed event."""
-        self._share_usage()
+        self._share_usage(whole_task=True)
         records = self._usage_records()
         return {
             "task": ledger.task_usage(records, self.task.id),
