@@ -23,6 +23,7 @@ class Scale:
     pod_runners: tuple[int, ...]
     pod_burst: int
     pod_trickle: int
+    pod_rounds: int
     board_sizes: tuple[int, int]
     claim_samples: int
     death_runs: int
@@ -53,6 +54,7 @@ FULL = Scale(
     pod_runners=(1, 4, 16),
     pod_burst=1000,
     pod_trickle=100,
+    pod_rounds=3,
     board_sizes=(1_000, 100_000),
     claim_samples=200,
     death_runs=3,
@@ -83,6 +85,7 @@ SMOKE = Scale(
     pod_runners=(1, 2),
     pod_burst=20,
     pod_trickle=5,
+    pod_rounds=1,
     board_sizes=(10, 100),
     claim_samples=5,
     death_runs=1,
