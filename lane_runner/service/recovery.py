@@ -67,10 +67,22 @@ def recover(services: Services) -> RecoveryResult:
     for slug in services.store.board_slugs():
         try:
             result.reclaimed += _reclaim_orphans(services, slug)
-            result.usage_sent += usage_share.send(services.store.board(slug), services.ledger)
+            result.usage_sent += _send_usage(services, slug)
         except BoardUnavailable as error:
             result.unavailable_boards[slug] = str(error)
     return result
+
+
+def _send_usage(services: Services, slug: str) -> int:
+    """The home's usage records the board has not taken. A disk error (reading the home's
+    ledger, writing its marks) does not stop recovery: what was not marked is sent again
+    later, which the board ignores for what it took."""
+    try:
+        return usage_share.send(services.store.board(slug), services.ledger)
+    except OSError as error:
+        log.warning("usage of board %s not shared now (%s): sent again later",
+                    slug, error)
+        return 0
 
 
 def _reclaim_orphans(services: Services, slug: str) -> list[RunRef]:

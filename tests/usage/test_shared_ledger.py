@@ -4,7 +4,9 @@ later (once), and retention drops only what the board holds."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -12,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from lane_runner import config
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.sql import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.providers.usage import UsageReport, tokens
-from lane_runner.service import ledger, usage_share
+from lane_runner.service import ledger, recovery, usage_share
 from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.service.services import build
 from tests.harness import BOARD, Lane
 
 PRICES = {"gpt-5": {"input": 1.0, "output": 10.0}}
@@ -139,3 +143,28 @@ def test_a_daemon_that_records_while_the_board_is_locked_sends_the_record_later(
     assert [r["id"] for r in lane.board.usage()] == [record["id"]]  # sent, once
     usage = json.loads(lane.cli("usage", "--json").stdout)
     assert usage["total"]["records"] == 1 and usage["total"]["tokens"]["input"] == 1200
+
+
+def test_recovery_goes_on_when_the_marks_cannot_be_written(
+    lane: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The board takes the home's records but the disk is full for the ``.sent`` marks:
+    recovery still ends, and the next one sends them again, which the board stores once."""
+    services = build(config.load(lane.root, {}))
+    try:
+        report = UsageReport("cumulative", "s1", {"gpt-5": tokens(input=1000, output=100)}, {})
+        [record] = services.ledger.record(
+            Attempt(BOARD, "t1", 1, 1, "codex"), report, PRICES, NOW
+        )
+
+        def full(*_: object) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        with monkeypatch.context() as patch:
+            patch.setattr(Ledger, "_write_all", full)
+            assert recovery.recover(services).usage_sent == 0
+        assert [r["id"] for r in lane.board.usage()] == [record["id"]]
+        assert recovery.recover(services).usage_sent == 1
+        assert [r["id"] for r in lane.board.usage()] == [record["id"]]  # stored once
+    finally:
+        services.close()
