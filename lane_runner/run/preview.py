@@ -63,7 +63,10 @@ def preview(
     hosted = isinstance(board, HostedBoard)
     worktree = home.worktree(task.board, task.id)
     # The host (Hermes) makes the workspace; the CLI works where the host says.
-    found.workspace = f"<Hermes workspace {task.workspace}>" if hosted else str(worktree)
+    found.workspace = (
+        f"<Hermes workspace {task.workspace}>" if hosted
+        else str(workspace.planned_cwd(task.workspace, worktree, cfg.worker_user))
+    )
     avoid = plan.exclusion(home, lane)
     if avoid:
         found.notes.append(f"{avoid[0]} excluded: {avoid[1]}")

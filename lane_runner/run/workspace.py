@@ -388,6 +388,14 @@ def planned_branch(
     return branch
 
 
+def planned_cwd(repository: str | None, worktree: Path, owner: str | None = None) -> Path:
+    """Where the CLI would work, found without making anything (a dry run): the task's
+    worktree, in the folder of its repository the task names (a monorepo's service)."""
+    source = Path(repository) if repository else None
+    located = _locate(source, owner) if source is not None and source.is_dir() else None
+    return worktree / located.folder if located and located.folder else worktree
+
+
 def _has_branch(source: Path, branch: str, owner: str | None) -> bool:
     said = _git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source, owner=owner)
     return said.returncode == 0

@@ -8,6 +8,8 @@ import json
 import subprocess
 from typing import Any
 
+from lane_runner.board.model import NewTask
+from lane_runner.providers.simulators.play import OUTPUT_FILE
 from lane_runner.router import health
 from tests.harness import BOARD, Lane, git
 
@@ -43,3 +45,22 @@ def test_a_manual_lane_goes_where_it_names_in_the_dry_run_too(lane: Lane) -> Non
     assert shown["route"]["provider"] == "claude", shown
     assert lane.cli("run", "--until-idle").returncode == 0
     assert lane.lane_state(task.id)["attempts"][0]["provider"] == "claude"  # type: ignore[index]
+
+
+def test_a_monorepo_folder_is_where_the_dry_run_says_the_cli_works(lane: Lane) -> None:
+    """``--workspace repo/service-a``: the dry run's workspace and the CLI's working
+    directory in its argv are service-a of the task's worktree, where the run works."""
+    service = lane.repo / "service-a"
+    service.mkdir()
+    (service / "main.py").write_text("print()\n")
+    git("add", ".", cwd=lane.repo)
+    git("commit", "-qm", "a service", cwd=lane.repo)
+    task = lane.board.add_task(
+        NewTask(title="in the service", assignee="cli-codex-low", workspace=str(service))
+    )
+    shown = dry_run(lane)[task.id]
+    where = str(lane.home.worktree(BOARD, task.id) / "service-a")
+    assert shown["workspace"] == where
+    assert shown["argv"][shown["argv"].index("-C") + 1] == where
+    assert lane.cli("run", "--until-idle").returncode == 0
+    assert (lane.home.worktree(BOARD, task.id) / "service-a" / OUTPUT_FILE).exists()
