@@ -86,7 +86,8 @@ def fill_postgres(url: str, board: Board, count: int) -> None:
         series = f"generate_series(1, {count - 1}) AS g(n)"
         for statement in _copy_sql(columns, series, offset):
             connection.execute(statement.replace("'TEMPLATE'", "%s"), (template,))
-        connection.execute("UPDATE boards SET next_run_id = %s", (offset + count,))
+        # The next claim's run id, past the copies' (the board's run id sequence).
+        connection.execute("SELECT setval('lane_runner_run_ids', %s)", (offset + count,))
         connection.commit()
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("VACUUM ANALYZE")
