@@ -103,11 +103,13 @@ GATE_FUNCTIONS: tuple[str, ...] = (
         SELECT {_NOW}, CASE WHEN p_new_run THEN nextval('lane_runner_run_ids') END
           INTO locked_at, run_id FROM boards b WHERE b.slug = p_board;
     END $$""",
-    f"""CREATE OR REPLACE FUNCTION lane_runner_settled_events(p_board text)
+    f"""CREATE OR REPLACE FUNCTION lane_runner_settled_events(
+        p_board text, p_lock_timeout text)
     RETURNS bigint LANGUAGE plpgsql AS $$
     DECLARE
         v_last bigint;
     BEGIN
+        PERFORM set_config('lock_timeout', p_lock_timeout, true);
         PERFORM pg_advisory_xact_lock({GATE_KEY}, hashtext(p_board));
         SELECT coalesce(max(e.id), 0) INTO v_last FROM events e WHERE e.board = p_board;
         RETURN v_last;

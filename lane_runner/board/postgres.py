@@ -465,6 +465,7 @@ class PostgresBoardDialect:
     def __init__(self, slug: str, database: Database, clock: Clock | None) -> None:
         self.scope = slug
         self.transaction = database.transaction
+        self._call = database.call
         self._clock = clock
 
     def sql(self, statement: str) -> str:
@@ -484,12 +485,11 @@ class PostgresBoardDialect:
     def settled_events(self) -> int:
         """The board's last event id once no event of it is in flight: every event at or
         below it has committed, whatever order the claims and completions committed in."""
-        row = self.transaction(
-            lambda connection: connection.execute(
-                "SELECT lane_runner_settled_events(%s) AS last", (self.scope,)
-            ).fetchone(),
-            write=False,
+        row = self._call(
+            "SELECT lane_runner_settled_events(%(board)s, %(lock_timeout)s) AS last",
+            {"board": self.scope},
         )
+        assert row is not None  # the function returns one value
         return int(row["last"])
 
     def lock_rows(self, *, skip_locked: bool = False) -> str:

@@ -459,7 +459,9 @@ class SqlBoard:
         return self._read(work)
 
     def events(self, task_id: str | None = None, after_id: int = 0) -> list[Event]:
-        settled = self._dialect.settled_events()
+        # One task's events are each written under its row lock, one transaction at a
+        # time, so they commit in id order: only a read across tasks needs the horizon.
+        settled = self._dialect.settled_events() if task_id is None else None
 
         def work(connection: Connection) -> list[Event]:
             if task_id is not None:

@@ -14,6 +14,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from lane_runner.board import open_store
+from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import CompleteOutcome, NewTask
 from lane_runner.board.pg_transitions import LANES
 from lane_runner.board.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
@@ -211,6 +212,48 @@ def test_a_follower_never_skips_an_event_committed_out_of_order(
         assert [(e.task_id, e.kind) for e in read[0]] == [
             (first[0], "claimed"), (second.task.id, "claimed")
         ]
+    finally:
+        store.close()
+
+
+def test_a_board_s_events_wait_no_longer_than_the_budget(postgres_database: str) -> None:
+    """A claim that never ends (here a transaction held open mid-claim) keeps the board's
+    events unsettled: a reader of them gives up after its wait budget, BoardUnavailable,
+    as every board operation does, rather than waiting on."""
+    store = PostgresStore(postgres_database, wait_budget=0.3)
+    try:
+        board = store.create_board("main")
+        board.add_task(NewTask(title="t", assignee="cli-auto"))
+        with psycopg.connect(postgres_database) as held:
+            held.execute(
+                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
+                "'10s')", (LANES,),
+            )
+            with pytest.raises(BoardUnavailable):
+                board.events()
+            held.rollback()
+        assert [e.kind for e in board.events()] == ["created"]
+    finally:
+        store.close()
+
+
+def test_a_task_s_events_are_read_without_waiting_for_other_tasks(
+    postgres_database: str,
+) -> None:
+    """A task's own events are written under its row lock, so they commit in id order: a
+    reader of one task's events does not wait for another task's claim in flight."""
+    store = PostgresStore(postgres_database)
+    try:
+        board = store.create_board("main")
+        other, mine = (board.add_task(NewTask(title=t, assignee="cli-auto")) for t in "ab")
+        with psycopg.connect(postgres_database) as held:  # holds the gate, shared, for now
+            claimed = held.execute(
+                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
+                "'10s')", (LANES,),
+            ).fetchone()
+            assert claimed == (other.id,)
+            assert [e.kind for e in board.events(mine.id)] == ["created"]
+            held.rollback()
     finally:
         store.close()
 
