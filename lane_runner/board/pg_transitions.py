@@ -35,9 +35,11 @@ out of id order. Event ids may commit out of order too, and readers are kept fro
 ever skipping one by ``lane_runner_settled_events``: it takes the gate exclusive
 for an instant, when no event of the board is in flight, and reads the board's
 last event id; a reader of ``events(after_id)`` reads up to that id, every event
-at or below it already committed. A completion that may promote children locks
-their rows before it decides, so two completions of two parents of one child take
-turns on the child, and the second sees the first's parent done.
+at or below it already committed. (A read of one task's events needs no horizon: each
+is written under the task's row lock, so they commit in id order.) A completion
+that may promote children locks their rows before it decides, so two completions of
+two parents of one child take turns on the child, and the second sees the first's
+parent done.
 """
 
 from __future__ import annotations
