@@ -244,14 +244,18 @@ def _has_commit(worktree: Path, owner: str | None) -> bool:
 
 def _remove_half_made(worktree: Path, owner: str | None) -> None:
     """Remove a worktree whose ``git worktree add`` never finished (``_has_commit``): it
-    never held a checkout, so no run worked in it, and it is made afresh."""
+    never held a checkout, so no run worked in it, and it is made afresh. Forced twice:
+    ``git worktree add`` keeps its new worktree locked ("initializing") until it is done,
+    and a lock refuses a single ``--force``."""
     log.warning("the worktree %s was left half made (no commit at HEAD): made afresh", worktree)
-    said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
+    said = _git(
+        "worktree", "remove", "--force", "--force", str(worktree), cwd=worktree, owner=owner
+    )
     if said.returncode != 0:
         raise WorkspaceError(
             f"the worktree {worktree} was left half made by an interrupted git worktree add "
             f"and git cannot remove it: {said.stderr.strip()}; remove it by hand "
-            "(git worktree remove --force) and the task is retried"
+            "(git worktree remove --force --force) and the task is retried"
         )
 
 

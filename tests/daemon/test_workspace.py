@@ -53,12 +53,15 @@ def test_a_removed_worktree_comes_back_on_its_existing_branch(repo: Path, tmp_pa
 
 def test_a_worktree_a_killed_git_left_half_made_is_made_afresh(repo: Path, tmp_path: Path) -> None:
     """``git worktree add`` writes the null id as the new worktree's HEAD before it checks
-    the branch out; a runner killed in between (seen in the pod test's kill -9) left a
-    worktree that was reused and in which the accepted result could not be committed."""
+    the branch out, and keeps the worktree locked ("initializing") until it is done; a
+    runner killed in between (seen in the pod test's kill -9) left a worktree that was
+    reused and in which the accepted result could not be committed, and, locked, one
+    that a plain forced remove refused (the task blocked)."""
     target = tmp_path / "wt" / "t2"
     git("worktree", "add", "-q", "-b", "lane/b/t2", str(target), cwd=repo)
     admin = Path(git("rev-parse", "--absolute-git-dir", cwd=target).strip())
     (admin / "HEAD").write_text("0" * 40 + "\n")
+    (admin / "locked").write_text("initializing\n")
     (target / "README").unlink()  # the checkout had not happened yet
     prepared = workspace.prepare(str(repo), target, "lane/b/t2")
     assert prepared.path == target and prepared.created
