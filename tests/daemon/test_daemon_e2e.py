@@ -94,6 +94,9 @@ def test_a_lost_lease_kills_the_provider_and_commits_nothing_for_that_run(lane: 
     lane.wait(lambda: bool(lane.live_workers()), what="the provider to start")
     run_id = lane.board.get_task(task.id).current_run_id
     assert run_id is not None
+    # Paused first: between the reclaim and the archive the daemon could claim it again
+    # (seen in CI: the archive then refused a running task).
+    lane.board.pause("the test takes the task away", "test")
     lane.board.reclaim(run_id, "another node rescued it", Outcome.EXPIRED)
     lane.board.archive(task.id)  # keep the daemon from claiming it again
     lane.wait(lambda: lane.live_workers() == [], timeout=30, what="the provider to be killed")
