@@ -502,20 +502,28 @@ class Daemon:
 
     def _claim_from(self, slug: str) -> Claim | None:
         """A claim on ``slug``, or None; a board that is unavailable rests (``service/resting``),
-        and one the storm breaker marks broken gives one claim per probe."""
-        if not self.services.breaker.admits(breaker.scope(breaker.BOARD, slug), time.time()):
+        and one the storm breaker marks broken gives one claim per probe. The claim passes
+        over the tasks of the board's workspaces the breaker marks broken; a task of one
+        whose probe is due is its probe."""
+        now = time.time()
+        if not self.services.breaker.admits(breaker.scope(breaker.BOARD, slug), now):
             return None
         try:
             with self.services.resting.use(slug):
                 board = self.services.store.board(slug)
-                return board.claim(
+                claim = board.claim(
                     self.services.node,
                     self.services.cfg.lease_ttl,
                     self.services.cfg.default_assignee,
+                    self.services.breaker.broken_workspaces(slug, now),
                 )
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
             return None
+        if claim is not None and claim.task.workspace is not None:
+            where = breaker.workspace_scope(slug, claim.task.workspace)
+            self.services.breaker.admits(where, now)  # starts its probe, if it is one
+        return claim
 
     def _submit(self, claim: Claim) -> None:
         task = claim.task

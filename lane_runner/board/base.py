@@ -9,7 +9,7 @@ backend to it. ``board/sql.py`` implements it once for the SQL backends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,15 +156,22 @@ class Board(Protocol):
         """How many tasks have each status (every status named, zero included)."""
 
     # -- the run lifecycle ----------------------------------------------------
-    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+    def claim(
+        self,
+        node: str,
+        lease_ttl: float,
+        default_assignee: str,
+        skip_workspaces: Collection[str] = (),
+    ) -> Claim | None:
         """Start a run of the first claimable task, or None when there is none.
 
-        Claimable: ``ready``, past its ``next_attempt_at``, and assigned to a lane
+        Claimable: ``ready``, past its ``next_attempt_at``, assigned to a lane
         (unassigned tasks take ``default_assignee``; with none they are left
-        alone). Order: priority (highest first), then age. The run gets an id
-        larger than every earlier run of the board and a lease of ``lease_ttl``
-        seconds; the task becomes ``running``; appends ``claimed``. Two claimers
-        never get the same task. Raises UsageError for a ``lease_ttl`` not above 0.
+        alone), and not in one of ``skip_workspaces`` (those the storm breaker marks
+        broken: their tasks wait, untouched). Order: priority (highest first), then
+        age. The run gets an id larger than every earlier run of the board and a
+        lease of ``lease_ttl`` seconds; the task becomes ``running``; appends
+        ``claimed``. Two claimers never get the same task. Raises UsageError for a ``lease_ttl`` not above 0.
         """
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:

@@ -32,7 +32,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -70,7 +70,8 @@ KEPT_WORKSPACES = ("dir", "worktree")
 #: Ready, unclaimed tasks in claim order, each with the cooldown its latest ended run
 #: records (docs/ARCHITECTURE.md §5): one statement per sweep, however many are cooling.
 CANDIDATES = (
-    "SELECT t.id, t.assignee, (SELECT CASE WHEN json_valid(r.metadata) THEN "
+    "SELECT t.id, t.assignee, t.workspace_kind, t.workspace_path, "
+    "(SELECT CASE WHEN json_valid(r.metadata) THEN "
     f"json_extract(r.metadata, '$.{rows.MARK}.next_attempt_at') END FROM task_runs r "
     "WHERE r.task_id = t.id AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1) "
     "AS next_attempt_at FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL "
@@ -382,7 +383,13 @@ class HermesBoard:
 
     # -- the run lifecycle -----------------------------------------------------------
 
-    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+    def claim(
+        self,
+        node: str,
+        lease_ttl: float,
+        default_assignee: str,
+        skip_workspaces: Collection[str] = (),
+    ) -> Claim | None:
         if not lease_ttl > 0:
             raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
 
@@ -393,6 +400,9 @@ class HermesBoard:
                 lane = rules.claim_assignee(assignee, default_assignee)
                 until = candidate["next_attempt_at"]
                 if lane is None or (isinstance(until, int | float) and until > now):
+                    continue
+                kind, path = candidate["workspace_kind"], candidate["workspace_path"]
+                if skip_workspaces and rows.workspace(kind, path) in skip_workspaces:
                     continue
                 lock = rows.lock(node, secrets.token_hex(6))
                 if assignee is None:

@@ -44,7 +44,7 @@ parent done.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
@@ -122,12 +122,14 @@ GATE_FUNCTIONS: tuple[str, ...] = (
 #: (or what they call) installs them again (CREATE OR REPLACE keeps their names, which
 #: include their argument lists).
 TRANSITIONS: tuple[str, ...] = (
-    # The claim: the first claimable task nobody else holds (SKIP LOCKED), passed over
-    # when its assignee is another runner's; the board's gate, shared, and the run id;
-    # the run, unless the board is paused; the task; the claimed event.
+    # The claim: the first claimable task nobody else holds (SKIP LOCKED) outside the
+    # workspaces to skip, passed over when its assignee is another runner's; the board's
+    # gate, shared, and the run id; the run, unless the board is paused; the task; the
+    # claimed event.
     f"""CREATE OR REPLACE FUNCTION lane_runner_claim(
         p_board text, p_node text, p_lease_ttl double precision, p_default_assignee text,
-        p_lanes text, p_event text, p_now double precision, p_lock_timeout text)
+        p_lanes text, p_event text, p_now double precision, p_lock_timeout text,
+        p_skip_workspaces text[])
     RETURNS TABLE ({_CLAIM_RESULT}) LANGUAGE plpgsql AS $$
     DECLARE
         v_task tasks%ROWTYPE;
@@ -144,6 +146,7 @@ TRANSITIONS: tuple[str, ...] = (
              WHERE t.board = p_board AND t.status = 'ready'
                AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= coalesce(p_now, {_NOW}))
                AND (t.assignee IS NOT NULL OR p_default_assignee <> '')
+               AND (t.workspace IS NULL OR t.workspace <> ALL (p_skip_workspaces))
                AND t.id <> ALL (v_passed)
              ORDER BY t.priority DESC, t.created_at, t.seq LIMIT 1
              FOR NO KEY UPDATE SKIP LOCKED;
@@ -290,6 +293,15 @@ GATE_STEP: tuple[str, ...] = (
     *TRANSITIONS,
 )
 
+#: Migration step 8: the claim passes over the tasks of the workspaces it is given (those
+#: the storm breaker marks broken); its new argument makes it a new function, so the old
+#: one goes (a runner still calling it finds the board unavailable until it is upgraded).
+SKIP_STEP: tuple[str, ...] = (
+    "DROP FUNCTION IF EXISTS lane_runner_claim(text, text, double precision, text, text, "
+    "text, double precision, text)",
+    *TRANSITIONS,
+)
+
 
 def _row(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {key[len(prefix):]: value for key, value in values.items() if key.startswith(prefix)}
@@ -323,16 +335,23 @@ class PostgresBoard(SqlBoard):
         """The test's clock when it has one; None: the server's, read in the function."""
         return None if self._clock is None else self._clock()
 
-    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+    def claim(
+        self,
+        node: str,
+        lease_ttl: float,
+        default_assignee: str,
+        skip_workspaces: Collection[str] = (),
+    ) -> Claim | None:
         if not lease_ttl > 0:
             raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
         row = self._call(
             "SELECT * FROM lane_runner_claim(%(board)s, %(node)s, %(ttl)s, %(default)s, "
-            "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s)",
+            "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s, %(skip)s::text[])",
             {
                 "board": self.slug, "node": node, "ttl": lease_ttl,
                 "default": default_assignee or "", "lanes": LANES,
                 "event": _json({"node": node}), "now": self._now(),
+                "skip": sorted(skip_workspaces),
             },
             changed=lambda found: found is not None,
         )

@@ -64,7 +64,7 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Status
-from lane_runner.board.pg_transitions import GATE_STEP, TRANSITIONS, PostgresBoard
+from lane_runner.board.pg_transitions import GATE_STEP, SKIP_STEP, TRANSITIONS, PostgresBoard
 from lane_runner.board.sql import (
     BUDGET_COLUMNS,
     BUDGET_KIND,
@@ -251,6 +251,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     GATE_STEP,
     # The usage ledger every runner of a board shares (``SharedLedger``).
     USAGE_STEP,
+    # The claim passes over the workspaces the storm breaker marks broken.
+    SKIP_STEP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -33,7 +33,7 @@ heartbeats and comments change no task and take no lock but a run's row.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -187,7 +187,7 @@ Statement = str | Callable[[Connection], None]
 @lru_cache(maxsize=256)
 def pyformat(statement: str) -> str:
     """``:name`` placeholders as psycopg's ``%(name)s`` (and a literal ``%`` doubled)."""
-    return re.sub(r"(?<![:\w]):([a-z_]+)", r"%(\1)s", statement.replace("%", "%%"))
+    return re.sub(r"(?<![:\w]):([a-z_][a-z0-9_]*)", r"%(\1)s", statement.replace("%", "%%"))
 
 
 def upgrade(
@@ -693,12 +693,19 @@ class SqlBoard:
 
     # -- the run lifecycle -------------------------------------------------------
 
-    def claim(self, node: str, lease_ttl: float, default_assignee: str) -> Claim | None:
+    def claim(
+        self,
+        node: str,
+        lease_ttl: float,
+        default_assignee: str,
+        skip_workspaces: Collection[str] = (),
+    ) -> Claim | None:
         if not lease_ttl > 0:
             raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
 
         def work(connection: Connection) -> Claim | None:
-            picked = self._pick(connection, default_assignee)  # its row lock, then the board's
+            # Its row lock, then the board's.
+            picked = self._pick(connection, default_assignee, sorted(skip_workspaces))
             if picked is None:
                 return None
             task_id, assignee = picked
@@ -729,17 +736,25 @@ class SqlBoard:
 
         return self._transition(work, notify=_changed)
 
-    def _pick(self, connection: Connection, default_assignee: str) -> tuple[str, str] | None:
+    def _pick(
+        self, connection: Connection, default_assignee: str, skip_workspaces: Sequence[str]
+    ) -> tuple[str, str] | None:
         """The first claimable task in priority-then-age order, row-locked, and its assignee.
 
         Tasks another transaction holds are skipped (one being claimed now), and the
         conditions are checked again on the latest version once the lock is granted
         (PostgreSQL's READ COMMITTED does), so a task claimed meanwhile is passed over.
-        Unassigned tasks are left out in SQL when there is no default assignee; a task
-        whose assignee is not a lane (``rules.claim_assignee``; ``add_task`` lets none
-        in) is passed over too.
+        Unassigned tasks are left out in SQL when there is no default assignee, and so
+        are tasks of ``skip_workspaces``; a task whose assignee is not a lane
+        (``rules.claim_assignee``; ``add_task`` lets none in) is passed over too.
         """
         clock, now = self._dialect.clock()
+        skipped = {f"skip{n}": workspace for n, workspace in enumerate(skip_workspaces)}
+        not_skipped = (
+            f" AND (workspace IS NULL OR workspace NOT IN ({', '.join(':' + k for k in skipped)}))"
+            if skipped
+            else ""
+        )
         passed: dict[str, str] = {}
         while True:
             not_passed = "".join(f" AND id <> :passed{n}" for n in range(len(passed)))
@@ -747,10 +762,10 @@ class SqlBoard:
                 connection,
                 "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
                 f"AND (next_attempt_at IS NULL OR next_attempt_at <= {clock}) "
-                f"AND (assignee IS NOT NULL OR :unassigned){not_passed} "
+                f"AND (assignee IS NOT NULL OR :unassigned){not_skipped}{not_passed} "
                 f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order} LIMIT 1"
                 + self._dialect.lock_rows(skip_locked=True),
-                now=now, unassigned=bool(default_assignee), **passed,
+                now=now, unassigned=bool(default_assignee), **skipped, **passed,
             ).fetchone()
             if row is None:
                 return None

@@ -178,6 +178,8 @@ class RunExecutor:
         except workspace.WorkspaceBusy as error:
             return self._wait_for_workspace(str(error))
         except (workspace.WorkspaceError, WorkspaceUnusable) as error:
+            if self.task.workspace is not None:  # none: the operator's slip, not a storm
+                self._file_failure(*self._workspace_scopes(), "workspace", str(error))
             return self._block(str(error), BlockKind.CAPABILITY)
         self.worktree, self.cwd = prepared.path, prepared.cwd
         self.branch = prepared.branch or self.branch
@@ -198,7 +200,7 @@ class RunExecutor:
         unfit = self._before_work(prepared)
         if unfit is not None:
             return self._hook_failed(unfit, prepared)
-        self.s.breaker.succeeded(breaker.scope(breaker.BOARD, self.task.board))
+        self.s.breaker.succeeded(*self._workspace_scopes())
         task_context = self._context()
         try:
             route = self._admit(task_context, self._route(task_context))
@@ -346,8 +348,10 @@ class RunExecutor:
         reason = redact.shown(self._waiting(decision.reason, wait))
         # A run out of its runtime says the task is long, not that the provider is broken.
         if decision.count_failure and classification != Classification.TIMED_OUT.value:
-            self._file_failure(breaker.scope(breaker.PROVIDER, route.provider), classification,
-                               decision.reason)
+            self._file_failure(
+                breaker.scope(breaker.PROVIDER, route.provider), None, classification,
+                decision.reason,
+            )
         return self._end(
             RunEnd.RETRY,
             reason,
@@ -373,15 +377,18 @@ class RunExecutor:
     def _waiting(reason: str, wait: float | None) -> str:
         return reason if not wait else f"{reason} (next attempt in {wait:.0f} s)"
 
-    def _file_failure(self, where: str, classification: str, reason: str) -> None:
-        """File a counted failure with the storm breaker; a trip is logged, commented and
-        counted, and claims stop for what it marks broken (``service/breaker.py``)."""
+    def _file_failure(
+        self, where: str, wider: str | None, classification: str, reason: str
+    ) -> None:
+        """File a failure with the storm breaker; a trip is logged, commented and counted,
+        and claims stop for what it marks broken (``service/breaker.py``)."""
         failure = breaker.Failure(
             where,
             breaker.fingerprint(classification, reason),
             f"{self.task.board}/{self.task.id}",
             redact.shown(reason, 500),
             time.time(),
+            wider,
         )
         trip = self.s.breaker.failed(failure)
         if trip is None:
@@ -389,6 +396,15 @@ class RunExecutor:
         log.error("storm breaker tripped: %s", trip.describe())
         metrics.BREAKER_TRIPS.labels(trip.scope).inc()
         self._note(f"storm breaker: {trip.describe()}")
+
+    def _workspace_scopes(self) -> tuple[str, str | None]:
+        """Where a failure of the task's workspace or hooks is filed, and the scope it also
+        counts towards: its workspace on its board, and the board (whose hooks they are);
+        a task without a workspace, its board alone."""
+        board = breaker.scope(breaker.BOARD, self.task.board)
+        if self.task.workspace is None:
+            return board, None
+        return breaker.workspace_scope(self.task.board, self.task.workspace), board
 
     def _broken(self, provider: str) -> str | None:
         """Why ``provider`` may not be used now (the storm breaker marks it broken and no
@@ -974,7 +990,7 @@ class RunExecutor:
         self.state.failed(told)
         self._save_state_if_possible()
         wait = self._backoff()
-        self._file_failure(breaker.scope(breaker.BOARD, self.task.board), f"hook {ran.hook}", told)
+        self._file_failure(*self._workspace_scopes(), f"hook {ran.hook}", told)
         reason = self._waiting(told, wait)
         return self._end(
             RunEnd.RETRY,

@@ -1,23 +1,28 @@
 """The storm breaker: the same failure on several tasks marks what they share as broken.
 
-A broken environment (a missing tool, a failing hook, a bad credential in a file)
-fails every task the same way. Each failure is counted against its own task's
-budget, so without a breaker a runner spends every task's failures in minutes and
-leaves them all ``gave_up``. Here each counted failure is filed under what it
-implicates, its *scope* (``provider:<name>`` for a CLI attempt, ``board:<slug>``
-for a hook, which is configured per board), with a *fingerprint*: the
-classification and the error text with its varying parts (numbers, ids, paths)
-taken out. ``threshold`` distinct tasks with one fingerprint in one scope within
-``window`` seconds trip the breaker for that scope: no claims for it until an
-operator clears it (``lane-runner health clear``) or a probe succeeds. Every
-``probe_interval`` one run is let through as a probe; its success clears the trip,
-its failure only waits for the next probe.
+A broken environment (a missing tool, a failing hook, a bad credential in a file, a
+repository gone from its disk) fails every task the same way. Each failure is
+counted against its own task's budget (or blocks it), so without a breaker a runner
+spends every task's failures in minutes and leaves them all ``gave_up`` or blocked.
+Here each such failure is filed under what it implicates, its *scope*:
+``provider:<name>`` for a CLI attempt, ``workspace:<board>:<workspace>`` for a hook or
+a workspace that cannot be prepared (a task's repository, or its folder of one), and
+``board:<slug>`` for a hook of a task with no workspace. A workspace's failures also
+count towards its board (the *wider* scope): the hooks are configured per board, so
+one failure spread over several workspaces implicates the board. Each has a
+*fingerprint*: the classification and the error text with its varying parts
+(numbers, ids, paths) taken out. ``threshold`` distinct tasks with one fingerprint in
+one scope within ``window`` seconds trip the breaker for that scope (the narrower
+first): no claims for it (for a workspace, the board's claims pass over its tasks)
+until an operator clears it (``lane-runner health clear``) or a probe succeeds.
+Every ``probe_interval`` one run is let through as a probe; its success clears the
+trip, its failure only waits for the next probe.
 
 Trips live in ``<home>/breaker.json`` so ``status``, ``doctor`` and ``health clear``
 in other processes see them and a restart keeps them; the failures that have not
 tripped anything yet are kept in memory only (a restart forgets them, which is
 safe: they are counted again). What each decision means is pure
-(``fingerprint``, ``tripping``); ``Breaker`` keeps the state.
+(``fingerprint``, ``tripping``, ``workspace_of``); ``Breaker`` keeps the state.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ NAMED = 10
 
 PROVIDER = "provider"
 BOARD = "board"
+WORKSPACE = "workspace"
 
 #: The parts of an error text that differ between two tasks failing the same way.
 _VARYING = re.compile(
@@ -59,6 +65,28 @@ _SPACES = re.compile(r"\s+")
 def scope(kind: str, name: str) -> str:
     """The scope a failure implicates: ``provider:codex``, ``board:work``."""
     return f"{kind}:{name}"
+
+
+def workspace_scope(board: str, workspace: str) -> str:
+    """A task's workspace on its board: ``workspace:work:/srv/repo``."""
+    return f"{WORKSPACE}:{board}:{workspace}"
+
+
+def workspace_of(where: str, board: str) -> str | None:
+    """The workspace ``where`` names on ``board``, or None: another kind or board (pure).
+    Board slugs hold no colon (``names.py``), so the first after the board ends it."""
+    prefix = f"{WORKSPACE}:{board}:"
+    return where[len(prefix):] if where.startswith(prefix) else None
+
+
+def named(where: str) -> str:
+    """A scope as a sentence names it: ``provider codex``, ``workspace /srv/repo of board
+    work`` (escaped: a workspace is the board's text)."""
+    kind, _, name = where.partition(":")
+    if kind == WORKSPACE:
+        board, _, workspace = name.partition(":")
+        return f"workspace {display.escaped(workspace)} of board {board}"
+    return f"{kind} {display.escaped(name)}"
 
 
 def fingerprint(classification: str, reason: str) -> str:
@@ -77,6 +105,11 @@ class Failure:
     """``<board>/<task>``: distinct tasks are what count."""
     reason: str
     at: float
+    wider: str | None = None
+    """The scope this one's failures also count towards (a workspace's board)."""
+
+    def scopes(self) -> tuple[str, ...]:
+        return (self.scope,) if self.wider is None else (self.scope, self.wider)
 
 
 @dataclass
@@ -109,9 +142,8 @@ class Trip:
         )
 
     def describe(self) -> str:
-        what = self.scope.replace(":", " ", 1)
         return (
-            f"{what} is marked broken: {self.count} tasks failed the same way "
+            f"{named(self.scope)} is marked broken: {self.count} tasks failed the same way "
             f"({display.escaped(self.reason)}); 'lane-runner health clear' once it is fixed"
         )
 
@@ -120,13 +152,15 @@ def tripping(
     failures: Sequence[Failure], threshold: int, window: float, now: float
 ) -> list[tuple[str, str, list[Failure]]]:
     """Each (scope, fingerprint) with failures of at least ``threshold`` distinct tasks
-    within ``window`` seconds before ``now``, with those failures (pure)."""
+    within ``window`` seconds before ``now``, with those failures (pure). A failure
+    counts in its scope and in its wider one."""
     if threshold <= 0:
         return []
     groups: dict[tuple[str, str], list[Failure]] = {}
     for failure in failures:
         if now - failure.at <= window:
-            groups.setdefault((failure.scope, failure.fingerprint), []).append(failure)
+            for where in failure.scopes():
+                groups.setdefault((where, failure.fingerprint), []).append(failure)
     return [
         (key[0], key[1], found)
         for key, found in groups.items()
@@ -151,33 +185,40 @@ class Breaker:
             self.threshold, self.window, self.probe_interval = threshold, window, probe_interval
 
     def failed(self, failure: Failure) -> Trip | None:
-        """File one counted failure; the trip it caused, if it caused one."""
+        """File one failure; the trip it caused, if it caused one: of its own scope, else
+        (the failure spread over several of its kind) of the wider one. Nothing more is
+        tripped by a failure in a scope already broken (a probe that failed again)."""
         with self._lock:
             self._failures = [
                 f for f in self._failures if failure.at - f.at <= self.window
             ][-KEPT:] + [failure]
             trips = read(self.path)
-            if failure.scope in trips:
+            if any(where in trips for where in failure.scopes()):
                 return None
-            for found_scope, found_print, found in tripping(
-                self._failures, self.threshold, self.window, failure.at
-            ):
-                if found_scope != failure.scope or found_print != failure.fingerprint:
+            found = {
+                (where, fingerprint): failures
+                for where, fingerprint, failures in tripping(
+                    self._failures, self.threshold, self.window, failure.at
+                )
+            }
+            for where in failure.scopes():
+                tripped = found.get((where, failure.fingerprint))
+                if tripped is None:
                     continue
-                tasks = sorted({f.task for f in found})
-                trip = Trip(
-                    scope=found_scope,
-                    fingerprint=found_print,
-                    reason=found[-1].reason[:500],
+                tasks = sorted({f.task for f in tripped})
+                trips[where] = Trip(
+                    scope=where,
+                    fingerprint=failure.fingerprint,
+                    reason=tripped[-1].reason[:500],
                     tasks=tasks[:NAMED],
                     count=len(tasks),
                     tripped_at=failure.at,
                     probe_at=failure.at + self.probe_interval,
                 )
-                trips[found_scope] = trip
                 _write(self.path, trips)
-                self._failures = [f for f in self._failures if f.scope != found_scope]
-                return trip
+                # The trip accounts for them: they count towards no other trip.
+                self._failures = [f for f in self._failures if where not in f.scopes()]
+                return trips[where]
             return None
 
     def trips(self) -> dict[str, Trip]:
@@ -204,15 +245,28 @@ class Breaker:
         trip = read(self.path).get(where)
         return trip if trip is not None and now < trip.probe_at else None
 
-    def succeeded(self, where: str) -> bool:
-        """``where`` worked (a probe, or a run begun before the trip): clear its trip."""
+    def broken_workspaces(self, board: str, now: float) -> frozenset[str]:
+        """The workspaces of ``board`` whose tasks a claim passes over now (those whose
+        probe is due are not among them: a claim of one of their tasks is the probe)."""
+        return frozenset(
+            workspace
+            for where, trip in read(self.path).items()
+            if (workspace := workspace_of(where, board)) is not None and now < trip.probe_at
+        )
+
+    def succeeded(self, where: str, wider: str | None = None) -> bool:
+        """``where`` worked (a probe, or a run begun before the trip): forget its failures
+        and clear its trip and the wider scope's (a board's probe is a task in one of its
+        workspaces). Failures of other workspaces still count towards the board."""
         with self._lock:
             self._failures = [f for f in self._failures if f.scope != where]
             trips = read(self.path)
-            if trips.pop(where, None) is None:
+            lifted = [name for name in (where, wider) if name and trips.pop(name, None)]
+            if not lifted:
                 return False
             _write(self.path, trips)
-            log.warning("%s works again: its breaker is cleared", where)
+            for name in lifted:
+                log.warning("%s works again: its breaker is cleared", name)
             return True
 
 

@@ -121,11 +121,13 @@ class HermesSetupBoard:
                 connection.close()
 
     def add_task(self, new: NewTask) -> Task:
-        """``create_task``; Hermes picks ids itself, so a test's chosen id is handed to it."""
-        assert new.workspace is None, "the suite's tasks work in Hermes's scratch"
-
+        """``create_task``; Hermes picks ids itself, so a test's chosen id is handed to it.
+        A workspace is given as the board reports one (``dir:/srv/a``); none: scratch."""
+        kind, _, path = (new.workspace or "scratch").partition(":")
         goal = new.goal_turns > 1
         fields: dict[str, Any] = {
+            "workspace_kind": kind,
+            "workspace_path": path or None,
             "title": new.title,
             "body": new.body or None,
             "assignee": new.assignee,

@@ -217,6 +217,23 @@ def test_a_claim_reads_past_pages_of_other_lanes_tasks(board: Board) -> None:
     assert board.claim(NODE, TTL, "") is None
 
 
+def test_a_claim_passes_over_the_workspaces_it_is_told_to_skip(board: Board) -> None:
+    """The storm breaker's workspaces: their tasks are left ready and untouched, the
+    others claimed in the usual order; a task without a workspace is never skipped."""
+    broken, working = "dir:/srv/broken", "dir:/srv/working"
+    board.add_task(NewTask(title="b1", id="b1", priority=9, workspace=broken))
+    board.add_task(NewTask(title="w1", id="w1", priority=5, workspace=working))
+    board.add_task(NewTask(title="b2", id="b2", priority=5, workspace=broken))
+    board.add_task(NewTask(title="none", id="none", priority=1))
+    skip = {broken, "dir:/srv/elsewhere"}
+    order = [claimed.task.id for claimed in iter(lambda: board.claim(NODE, TTL, "cli-auto",
+                                                                       skip), None)]
+    assert order == ["w1", "none"]
+    assert [board.get_task(t).status for t in ("b1", "b2")] == [Status.READY] * 2
+    assert [e.kind for e in board.events("b1")] == ["created"]
+    assert claim(board).task.id == "b1"  # once nothing is skipped
+
+
 def test_run_ids_increase(board: Board) -> None:
     for index in range(3):
         board.add_task(NewTask(title=str(index)))

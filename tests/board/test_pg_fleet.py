@@ -146,17 +146,24 @@ def test_one_connection_means_no_listener_and_a_bounded_poll(postgres_database: 
         writer.close()
 
 
-@pytest.mark.parametrize("version", [4, 5], ids=["before-the-functions", "before-the-gate"])
+@pytest.mark.parametrize(
+    "version", [4, 5, 7], ids=["before-the-functions", "before-the-gate", "before-the-skip"]
+)
 def test_an_older_board_is_upgraded_in_place(postgres_database: str, version: int) -> None:
-    """A board at schema 4 (no functions) or 5 (functions, run ids from the board's row)
-    with a running task, its run 7: the new code brings it up to date when it first
-    connects, renews and completes the run through the functions, and hands out run ids
-    past every one the board's counter gave."""
+    """A board at schema 4 (no functions), 5 (functions, run ids from the board's row) or
+    7 (a claim that skips no workspace) with a running task, its run 7: the new code brings
+    it up to date when it first connects, renews and completes the run through the
+    functions, hands out run ids past every one given before, and leaves one claim
+    function."""
     with psycopg.connect(postgres_database) as connection:
         upgrade(connection, 0, MIGRATIONS[:version], "the test's database")
         connection.execute("UPDATE schema_version SET version = %s", (version,))
-        connection.execute("INSERT INTO boards (slug, next_run_id, created_at) VALUES "
-                           "('main', 7, 0)")
+        if version < 6:
+            connection.execute("INSERT INTO boards (slug, next_run_id, created_at) VALUES "
+                               "('main', 7, 0)")
+        else:
+            connection.execute("INSERT INTO boards (slug, created_at) VALUES ('main', 0)")
+            connection.execute("SELECT setval('lane_runner_run_ids', 7)")
         for task_id, status, run in (("t1", "running", 7), ("t2", "ready", None)):
             connection.execute(
                 "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
@@ -181,6 +188,8 @@ def test_an_older_board_is_upgraded_in_place(postgres_database: str, version: in
         assert connection.execute("SELECT version FROM schema_version").fetchone() == (
             SCHEMA_VERSION,
         )
+        claims = "SELECT count(*) FROM pg_proc WHERE proname = 'lane_runner_claim'"
+        assert connection.execute(claims).fetchone() == (1,)
 
 
 def test_a_follower_never_skips_an_event_committed_out_of_order(

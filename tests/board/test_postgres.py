@@ -11,6 +11,7 @@ from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask
 from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
+from lane_runner.board.sql import pyformat
 from lane_runner.config import load
 
 UNREACHABLE = "postgresql://postgres:secret@127.0.0.1:1/nowhere"  # nothing listens on port 1
@@ -128,3 +129,12 @@ def test_a_follower_of_events_never_skips_one_committed_late(
     finally:
         for store in (slow_pod, fast_pod, follower):
             store.close()
+
+
+def test_placeholders_with_digits_become_psycopg_s_whole() -> None:
+    """``:skip0`` (a claim's workspaces, its passed-over tasks) is one name, not ``:skip``
+    and a 0; a cast and a time of day are not names."""
+    assert pyformat("id <> :passed0 AND w IN (:skip0, :skip12) AND t = :now::text") == (
+        "id <> %(passed0)s AND w IN (%(skip0)s, %(skip12)s) AND t = %(now)s::text"
+    )
+    assert pyformat("'12:30' LIKE 'a%'") == "'12:30' LIKE 'a%%'"

@@ -31,7 +31,12 @@ ASSIGNEES = (None, "cli-auto", "cli-codex-low")
 RESULTS = ({"status": "completed", "n": 1}, {"n": 2, "status": "completed"}, {"n": 3})
 PICK = st.integers(0, 6)
 EXAMPLES = itertools.count()
-CLAIM = st.tuples(st.just("claim"), st.sampled_from(["", "cli-auto"]))
+WORKSPACES = (None, "/srv/a", "/srv/b")
+# A claim may be told to skip workspaces (the storm breaker's broken ones).
+CLAIM = st.tuples(
+    st.just("claim"), st.sampled_from(["", "cli-auto"]),
+    st.frozensets(st.sampled_from(WORKSPACES[1:])),
+)
 COMPLETE = st.tuples(
     st.just("complete"), st.integers(0, 1) | PICK, st.integers(0, 2), st.booleans()
 )
@@ -39,7 +44,7 @@ COMPLETE = st.tuples(
 OPERATION = st.one_of(
     CLAIM, CLAIM, COMPLETE, COMPLETE,
     st.tuples(st.just("add"), st.lists(PICK, max_size=2), st.integers(0, 2),
-              st.sampled_from(ASSIGNEES)),
+              st.sampled_from(ASSIGNEES), st.sampled_from(WORKSPACES)),
     CLAIM,
     st.tuples(st.just("heartbeat"), PICK),
     COMPLETE,
@@ -116,11 +121,12 @@ class Sequence:
     def _do(self, board: Board, operation: tuple[Any, ...]) -> Any:
         kind, *args = operation
         actions: dict[str, Callable[..., Any]] = {
-            "add": lambda parents, priority, assignee: board.add_task(NewTask(
+            "add": lambda parents, priority, assignee, workspace: board.add_task(NewTask(
                 title="t", id=self.tasks[-1], priority=priority, assignee=assignee,
                 parents=tuple(self.task_id(p) for p in parents if self.tasks[:-1]),
+                workspace=workspace,
             )),
-            "claim": lambda default: board.claim("node", 60.0, default),
+            "claim": lambda default, skip: board.claim("node", 60.0, default, skip),
             "heartbeat": lambda pick: board.heartbeat(self.run_id(pick), 60.0),
             "complete": lambda pick, result, metadata: board.complete(
                 self.run_id(pick), RESULTS[result], "ok", {"model": "m"} if metadata else None
@@ -171,7 +177,8 @@ def _state(board: Board) -> tuple[Any, ...]:
 def test_functions_agree_with_the_reference(stores: dict[str, Store], data: st.DataObject) -> None:
     sequence = Sequence(stores, f"a{next(EXAMPLES)}")
     first = data.draw(st.lists(st.tuples(st.just("add"), st.just([]), st.integers(0, 2),
-                                         st.sampled_from(ASSIGNEES)), min_size=2, max_size=4))
+                                         st.sampled_from(ASSIGNEES), st.sampled_from(WORKSPACES)),
+                               min_size=2, max_size=4))
     for operation in first + data.draw(st.lists(OPERATION, min_size=5, max_size=30)):
         sequence.apply(operation)
 
