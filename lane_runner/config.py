@@ -620,8 +620,8 @@ KEYS: tuple[Key, ...] = (
         "breaker_threshold",
         _integer(0, 1000),
         3,
-        "tasks failing the same way within breaker_window that mark their provider or board "
-        "broken (claims stop for it); 0: off",
+        "tasks failing the same way within breaker_window that mark their provider, "
+        "workspace or board broken (claims stop for it); 0: off",
     ),
     Key(
         "breaker_window",
@@ -633,8 +633,8 @@ KEYS: tuple[Key, ...] = (
         "breaker_probe_interval",
         _number(1, 7 * 86400),
         600.0,
-        "seconds between probes of a broken provider or board: one run is let through, and "
-        "its success clears the breaker",
+        "seconds between probes of a broken provider, workspace or board: one run is let "
+        "through, and its success clears the breaker",
     ),
     Key("cooldown_base", _number(0, 86400), 60.0, "first capacity cooldown in seconds (doubles)"),
     Key("cooldown_max", _number(0, 7 * 86400), 3600.0, "longest capacity cooldown in seconds"),

@@ -157,17 +157,23 @@ class Lane(Runner):
     def __post_init__(self) -> None:
         self.home = Home(self.root)
         self.home.ensure()
-        self.repo = self.root / "repo"
-        self.repo.mkdir()
-        git("init", "-q", "-b", "main", cwd=self.repo)
-        (self.repo / "README").write_text("x\n")
-        git("add", ".", cwd=self.repo)
-        git("commit", "-qm", "init", cwd=self.repo)
+        self.repo = self.new_repo("repo")
         self.control = self.root / "sim-control.json"
         self.set_capacity({})
         self.store = SqliteStore(self.home.boards)
         self.store.create_board(BOARD)
         self.write_config()
+
+    def new_repo(self, name: str, files: dict[str, str] | None = None) -> Path:
+        """A git repository beside the home, on ``main``, with ``files`` committed."""
+        repo = self.root / name
+        repo.mkdir()
+        git("init", "-q", "-b", "main", cwd=repo)
+        for path, text in {"README": "x\n", **(files or {})}.items():
+            (repo / path).write_text(text)
+        git("add", ".", cwd=repo)
+        git("commit", "-qm", "init", cwd=repo)
+        return repo
 
     @property
     def board(self) -> SqlBoard:
@@ -182,8 +188,19 @@ class Lane(Runner):
         temporary.write_bytes(orjson.dumps(scenarios))
         temporary.replace(self.control)
 
-    def add(self, title: str, body: str = "", assignee: str = "cli-auto", **extra: object) -> Task:
-        new = NewTask(title=title, body=body, assignee=assignee, workspace=str(self.repo), **extra)  # type: ignore[arg-type]
+    def add(
+        self,
+        title: str,
+        body: str = "",
+        assignee: str = "cli-auto",
+        workspace: Path | None = None,
+        **extra: object,
+    ) -> Task:
+        """A task working in ``workspace`` (the lane's repository when not given)."""
+        new = NewTask(  # type: ignore[arg-type]
+            title=title, body=body, assignee=assignee, workspace=str(workspace or self.repo),
+            **extra,
+        )
         return self.board.add_task(new)
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:

@@ -171,7 +171,8 @@ class Board(Protocol):
         broken: their tasks wait, untouched). Order: priority (highest first), then
         age. The run gets an id larger than every earlier run of the board and a
         lease of ``lease_ttl`` seconds; the task becomes ``running``; appends
-        ``claimed``. Two claimers never get the same task. Raises UsageError for a ``lease_ttl`` not above 0.
+        ``claimed``. Two claimers never get the same task. Raises UsageError for a
+        ``lease_ttl`` not above 0.
         """
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:

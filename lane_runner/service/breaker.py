@@ -189,12 +189,12 @@ class Breaker:
         (the failure spread over several of its kind) of the wider one. Nothing more is
         tripped by a failure in a scope already broken (a probe that failed again)."""
         with self._lock:
+            trips = read(self.path)
+            if any(where in trips for where in failure.scopes()):
+                return None  # accounted for by the trip in force
             self._failures = [
                 f for f in self._failures if failure.at - f.at <= self.window
             ][-KEPT:] + [failure]
-            trips = read(self.path)
-            if any(where in trips for where in failure.scopes()):
-                return None
             found = {
                 (where, fingerprint): failures
                 for where, fingerprint, failures in tripping(

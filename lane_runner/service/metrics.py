@@ -114,13 +114,14 @@ STOPS = Counter(
 )
 BREAKER_TRIPS = Counter(
     "lane_runner_breaker_trips",
-    "Times the storm breaker marked a provider or board broken, by scope",
+    "Times the storm breaker marked a provider, workspace or board broken, by scope",
     ["scope"],
     registry=REGISTRY,
 )
 BROKEN = Gauge(
     "lane_runner_broken",
-    "1 while the storm breaker marks a scope (provider:<name>, board:<slug>) broken",
+    "1 while the storm breaker marks a scope (provider:<name>, workspace:<board>:<path>, "
+    "board:<slug>) broken",
     ["scope"],
     registry=REGISTRY,
 )

@@ -12,7 +12,7 @@ import httpx
 
 from lane_runner.board.model import Status
 from lane_runner.service import breaker
-from tests.harness import BOARD, Lane
+from tests.harness import BOARD, Lane, git
 
 
 def json_of(done: object) -> dict[str, object]:
@@ -70,14 +70,69 @@ def test_a_trip_holds_until_a_probe_is_due_and_a_success_clears_it(tmp_path: Pat
     assert state.admits(where, 103)
 
 
+def _workspace_failure(workspace: str, task: str, at: float = 0) -> breaker.Failure:
+    return breaker.Failure(
+        breaker.workspace_scope("b", workspace), "hook before_run: lint", f"b/{task}", "lint",
+        at, breaker.scope(breaker.BOARD, "b"),
+    )
+
+
+def test_a_workspace_trips_alone_and_one_failure_across_workspaces_trips_the_board(
+    tmp_path: Path,
+) -> None:
+    state = breaker.Breaker(tmp_path / "breaker.json", threshold=3, window=60, probe_interval=100)
+    assert state.failed(_workspace_failure("/srv/a", "t1")) is None
+    assert state.failed(_workspace_failure("/srv/a", "t2")) is None
+    trip = state.failed(_workspace_failure("/srv/a", "t3"))
+    assert trip is not None and trip.scope == "workspace:b:/srv/a" and trip.count == 3
+    assert "workspace /srv/a of board b is marked broken" in trip.describe()
+    # Its failures are accounted for: two more elsewhere trip nothing, a third does.
+    assert state.failed(_workspace_failure("/srv/b", "t4")) is None
+    assert state.failed(_workspace_failure("/srv/c", "t5")) is None
+    assert state.failed(_workspace_failure("/srv/a", "t9")) is None  # a failed probe
+    board = state.failed(_workspace_failure("/srv/c", "t6"))
+    assert board is not None and board.scope == "board:b" and board.tasks == ["b/t4", "b/t5",
+                                                                               "b/t6"]
+    assert state.failed(_workspace_failure("/srv/d", "t7")) is None  # the board is broken
+
+
+def test_a_success_in_one_workspace_forgets_only_its_own_failures(tmp_path: Path) -> None:
+    state = breaker.Breaker(tmp_path / "breaker.json", threshold=3, window=60, probe_interval=100)
+    for task in ("t1", "t2"):
+        state.failed(_workspace_failure("/srv/a", task))
+    assert not state.succeeded("workspace:b:/srv/b", "board:b")
+    trip = state.failed(_workspace_failure("/srv/a", "t3"))
+    assert trip is not None and trip.scope == "workspace:b:/srv/a"
+    # A probe's success clears its workspace and a board trip it was the probe of.
+    assert state.succeeded("workspace:b:/srv/a", "board:b") and state.trips() == {}
+
+
+def test_the_workspaces_a_claim_skips_are_those_of_its_board_not_due_a_probe(
+    tmp_path: Path,
+) -> None:
+    state = breaker.Breaker(tmp_path / "breaker.json", threshold=1, window=60, probe_interval=100)
+    state.failed(_workspace_failure("/srv/a:x", "t1", at=0))
+    state.failed(_workspace_failure("/srv/b", "t2", at=50))
+    other = breaker.Failure(breaker.workspace_scope("c", "/srv/c"), "f", "c/t3", "boom", 0)
+    state.failed(other)
+    state.failed(breaker.Failure("provider:codex", "f", "b/t4", "boom", 0))
+    assert state.broken_workspaces("b", 10) == {"/srv/a:x", "/srv/b"}
+    assert state.broken_workspaces("b", 120) == {"/srv/b"}  # /srv/a:x's probe is due
+    assert state.broken_workspaces("c", 10) == {"/srv/c"}
+    assert breaker.workspace_of("workspace:b:/srv/a:x", "b") == "/srv/a:x"
+    assert breaker.workspace_of("workspace:bb:/srv/a", "b") is None
+
+
 # -- a real daemon -------------------------------------------------------------------
 
 
 def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane) -> None:
-    """Ten tasks whose before_run hook fails the same way (a tool missing from the host):
-    without the breaker each would fail its whole budget (30 counted failures, ten tasks
-    gave_up); with it, claims from the board stop after three, status, doctor and the
-    metrics say why, and ``health clear`` after the fix lets the others run."""
+    """Ten tasks in two repositories whose before_run hook fails the same way (a tool
+    missing from the host): without the breaker each would fail its whole budget (30
+    counted failures, ten tasks gave_up); with it, claims from the board stop after
+    three (the failure spans both workspaces: the board's hook is broken), status,
+    doctor and the metrics say why, and ``health clear`` after the fix lets the others
+    run."""
     port = free_port()
     lane.write_config(
         concurrency=1,
@@ -91,7 +146,9 @@ def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane
         # Each failure is worded with its own pid, as a real one is: one fingerprint still.
         hooks={"*": {"before_run": 'echo "lint: command not found (pid $$)" >&2; exit 127'}},
     )
-    tasks = [lane.add(f"task {index}") for index in range(10)]
+    other = lane.new_repo("other")
+    tasks = [lane.add(f"task {index}", workspace=(lane.repo, other)[index % 2])
+             for index in range(10)]
     daemon = lane.start()
 
     def held() -> bool:
@@ -132,6 +189,82 @@ def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane
         what="the tasks the breaker kept back to run once cleared",
     )
     assert all(lane.board.get_task(t).failure_count == 0 for t in untouched)
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_a_broken_workspace_holds_its_own_tasks_and_the_board_works_on(lane: Lane) -> None:
+    """One repository lacks what the board's before_run hook checks for: after three of its
+    tasks failed, the claim passes over its other tasks (no run, no counted failure), the
+    other repository's tasks all run, status, doctor and the metrics name the
+    workspace, and clearing it lets its tasks run."""
+    port = free_port()
+    lane.write_config(
+        concurrency=1,
+        failure_backoff_base=3600.0,
+        failure_backoff_max=3600.0,
+        breaker_threshold=3,
+        breaker_window=3600.0,
+        breaker_probe_interval=7200.0,
+        metrics_port=port,
+        hooks={"*": {"before_run": 'test -e .lint-ok || { echo "no lint config" >&2; exit 3; }'}},
+    )
+    working = lane.new_repo("working", {".lint-ok": ""})
+    broken = [lane.add(f"broken {index}", priority=1) for index in range(5)]
+    fine = [lane.add(f"fine {index}", workspace=working) for index in range(4)]
+    daemon = lane.start()
+    lane.wait(
+        lambda: all(lane.board.get_task(t.id).status is Status.DONE for t in fine),
+        timeout=120,
+        what="the working repository's tasks, run although the other is broken",
+    )
+    where = f"workspace:{BOARD}:{lane.repo}"
+    assert list(breaker.read(lane.home.breaker_file)) == [where]
+    now = [lane.board.get_task(task.id) for task in broken]
+    assert sorted(task.failure_count for task in now) == [0, 0, 1, 1, 1]
+    assert all(task.status is Status.READY for task in now)
+    untouched = [task for task in now if task.failure_count == 0]
+    assert all(lane.runs(task.id) == [] for task in untouched)  # never claimed
+    state = json_of(lane.cli("status", "--json"))
+    assert [trip["scope"] for trip in state["breaker"]] == [where]  # type: ignore[index]
+    assert f"workspace {lane.repo} of board {BOARD} is marked broken" in (
+        state["breaker"][0]["why"]  # type: ignore[index]
+    )
+    checks = {c["name"]: c for c in json_of(lane.cli("doctor", "--json"))["checks"]}  # type: ignore[attr-defined]
+    assert checks[f"breaker {where}"]["level"] == "fail"
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    assert f'lane_runner_broken{{scope="{where}"}} 1.0' in metrics
+
+    (lane.repo / ".lint-ok").write_text("")  # the operator fixes the repository...
+    git("add", ".", cwd=lane.repo)
+    git("commit", "-qm", "lint config", cwd=lane.repo)
+    assert lane.cli("health", "clear", where).returncode == 0  # ...and clears it
+    lane.wait(
+        lambda: all(lane.board.get_task(t.id).status is Status.DONE for t in untouched),
+        timeout=120,
+        what="the tasks the broken workspace held back, run once it is cleared",
+    )
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
+def test_a_workspace_gone_from_its_disk_blocks_three_tasks_not_all(lane: Lane) -> None:
+    """A repository that cannot be prepared blocks its task (capability) at once, without a
+    counted failure; without the breaker a runner would block every task of it, one
+    claim each. With it, after three the others wait ready for the repository."""
+    lane.write_config(concurrency=1, breaker_threshold=3, breaker_window=3600.0,
+                      breaker_probe_interval=7200.0)
+    gone = lane.root / "unmounted"
+    tasks = [lane.add(f"task {index}", workspace=gone) for index in range(6)]
+    lane.add("elsewhere", priority=-1)
+    daemon = lane.start()
+    lane.wait(lambda: lane.board.get_task(lane.tasks()[-1].id).status is Status.DONE,
+              what="the task of a working repository, claimed after the broken ones")
+    statuses = sorted(lane.board.get_task(task.id).status.value for task in tasks)
+    assert statuses == ["blocked"] * 3 + ["ready"] * 3
+    trips = breaker.read(lane.home.breaker_file)
+    assert list(trips) == [f"workspace:{BOARD}:{gone}"]
+    assert "does not exist" in trips[f"workspace:{BOARD}:{gone}"].reason
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
 

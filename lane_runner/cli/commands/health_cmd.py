@@ -1,8 +1,9 @@
 """``lane-runner health``: what the storm breaker marks broken, and clearing it.
 
-The breaker (``service/breaker.py``) stops claims for a provider or a board after the
-same failure hit several tasks. Once the cause is fixed, ``health clear`` lifts it at
-once instead of waiting for the next probe; a running daemon sees it at its next turn.
+The breaker (``service/breaker.py``) stops claims for a provider, a workspace or a
+board after the same failure hit several tasks. Once the cause is fixed, ``health
+clear`` lifts it at once instead of waiting for the next probe; a running daemon sees it
+at its next turn.
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ def register(subparsers: Any) -> None:
         "health", help="what the storm breaker marks broken; clear it once fixed"
     )
     commands = parser.add_subparsers(dest="health_command", required=True)
-    show = commands.add_parser("show", help="list the providers and boards marked broken")
+    show = commands.add_parser(
+        "show", help="list the providers, workspaces and boards marked broken"
+    )
     add_json_flag(show)
     show.set_defaults(handler=show_health)
     clear = commands.add_parser("clear", help="lift the breaker (of one scope, or all)")
     clear.add_argument(
-        "scope", nargs="?", help="provider:<name> or board:<slug> ('health show' lists them)"
+        "scope",
+        nargs="?",
+        help="provider:<name>, workspace:<board>:<path> or board:<slug> ('health show' lists "
+        "them)",
     )
     add_json_flag(clear)
     clear.set_defaults(handler=clear_health)
