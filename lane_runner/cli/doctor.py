@@ -35,7 +35,7 @@ from lane_runner.providers import ADAPTERS, Login, ProviderRequest, adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
-from lane_runner.service import breaker, diskuse
+from lane_runner.service import breaker, diskuse, identity
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
 
@@ -318,10 +318,25 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
         )
         for problem in home.unsafe_directories()
     ]
+    checks.append(identity_verdict(identity.problem(home)))
     checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
     checks.append(Check("disk use", Level.PASS, diskuse.describe(diskuse.measure(home))))
     checks.append(_noreplace(home))
     return checks
+
+
+def identity_verdict(problem: str | None) -> Check:
+    """Whether this home is the one its node id was made for (``service/identity.py``):
+    the daemon and ``recover`` refuse a copied or moved home until told which it is."""
+    if problem is None:
+        return Check("home identity", Level.PASS, "the node id was made for this home")
+    return Check(
+        "home identity",
+        Level.FAIL,
+        problem,
+        "'lane-runner recover --adopt' if it replaces that home, '--new-node' if it is a "
+        "runner of its own",
+    )
 
 
 def _noreplace(home: Home) -> Check:

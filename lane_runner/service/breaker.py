@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,16 @@ class Trip:
             f"{named(self.scope)} is marked broken: {self.count} tasks failed the same way "
             f"({display.escaped(self.reason)}); 'lane-runner health clear' once it is fixed"
         )
+
+
+def holding(trips: Mapping[str, Trip], board: str, workspace: str | None) -> Trip | None:
+    """The trip that keeps a ready task of ``board`` working in ``workspace`` from being
+    claimed: its workspace's, else its board's; None when neither is marked broken (pure).
+    A due probe may still take it."""
+    scopes = [scope(BOARD, board)]
+    if workspace is not None:
+        scopes.insert(0, workspace_scope(board, workspace))
+    return next((trips[where] for where in scopes if where in trips), None)
 
 
 def tripping(

@@ -74,6 +74,19 @@ def node_id(home: Home) -> str:
     raise HomeCopied(_explain(home, node, bound, here))
 
 
+def problem(home: Home) -> str | None:
+    """Why the daemon and ``recover`` would refuse this home, or None; only reads (for
+    ``doctor``): a home without a node id, or not bound yet, is bound on first use."""
+    if not home.node_file.exists():
+        return None
+    node = home.node_id()
+    here = place_of(home)
+    bound = _binding(home)
+    if bound is None or bound == (node, here):
+        return None
+    return _explain(home, node, bound, here)
+
+
 def adopt(home: Home) -> str:
     """This home is the runner its node id names (moved, or restored in place of a lost
     original that no longer runs): bind the id to it."""

@@ -121,6 +121,10 @@ def test_the_workspaces_a_claim_skips_are_those_of_its_board_not_due_a_probe(
     assert state.broken_workspaces("c", 10) == {"/srv/c"}
     assert breaker.workspace_of("workspace:b:/srv/a:x", "b") == "/srv/a:x"
     assert breaker.workspace_of("workspace:bb:/srv/a", "b") is None
+    trips = state.trips()
+    assert breaker.holding(trips, "b", "/srv/b") is trips["workspace:b:/srv/b"]
+    assert breaker.holding(trips, "b", "/srv/c") is None
+    assert breaker.holding(trips, "b", None) is None
 
 
 # -- a real daemon -------------------------------------------------------------------
@@ -225,6 +229,11 @@ def test_a_broken_workspace_holds_its_own_tasks_and_the_board_works_on(lane: Lan
     assert all(task.status is Status.READY for task in now)
     untouched = [task for task in now if task.failure_count == 0]
     assert all(lane.runs(task.id) == [] for task in untouched)  # never claimed
+    shown = json_of(lane.cli("task", "show", untouched[0].id, "--json"))["held"]
+    assert shown["scope"] == where  # type: ignore[index]
+    shown_text = lane.cli("task", "show", untouched[0].id).stdout
+    assert "not claimed by this runner: workspace" in shown_text
+    assert json_of(lane.cli("task", "show", fine[0].id, "--json"))["held"] is None
     state = json_of(lane.cli("status", "--json"))
     assert [trip["scope"] for trip in state["breaker"]] == [where]  # type: ignore[index]
     assert f"workspace {lane.repo} of board {BOARD} is marked broken" in (

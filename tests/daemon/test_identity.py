@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -96,6 +97,14 @@ def test_a_copied_homes_recover_refuses_and_never_ends_the_originals_clis(
             env=lane.environ(), capture_output=True, text=True, timeout=120, cwd=copy,
         )
 
+    doctor = in_copy("doctor", "--json")
+    checks = {check["name"]: check for check in json.loads(doctor.stdout)["checks"]}
+    assert doctor.returncode == 1 and checks["home identity"]["level"] == "fail"
+    assert "recover --adopt" in checks["home identity"]["detail"]
+    original = json.loads(lane.cli("doctor", "--json").stdout)["checks"]
+    assert {"name": "home identity", "level": "pass"}.items() <= next(
+        check for check in original if check["name"] == "home identity"
+    ).items()
     for command in (("recover",), ("run", "--until-idle")):
         refused = in_copy(*command)
         assert refused.returncode == 1, refused.stdout + refused.stderr

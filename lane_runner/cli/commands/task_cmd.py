@@ -34,7 +34,7 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
-from lane_runner.service import ledger, usage_share
+from lane_runner.service import breaker, ledger, usage_share
 
 STOP_POLL = 0.2
 
@@ -218,8 +218,10 @@ def show_task(args: argparse.Namespace) -> int:
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
         shared = usage_share.on_board(board, task_id=task.id)
-    home_records = ledger.read(Home(cfg.home).usage_file(task.board))
-    spent = ledger.task_usage(ledger.merged(shared, home_records), task.id)
+    home = Home(cfg.home)
+    spent = ledger.task_usage(ledger.merged(shared, ledger.read(home.usage_file(task.board))),
+                              task.id)
+    held = _held(task, home)
     if args.json:
         print_json(
             {
@@ -229,15 +231,27 @@ def show_task(args: argparse.Namespace) -> int:
                 "comments": [comment_document(comment) for comment in comments],
                 "delivery": delivery_of(events),
                 "backoff": backoff_of(task, time.time()),
+                "held": held,
                 "usage": spent,
             }
         )
         return 0
     _print_task(task, runs, events, comments)
     _print_backoff(backoff_of(task, time.time()))
+    if held is not None:
+        print(f"\nnot claimed by this runner: {held['why']}")
     _print_delivery(delivery_of(events))
     _print_usage(spent)
     return 0
+
+
+def _held(task: Task, home: Home) -> dict[str, Any] | None:
+    """Why this home's daemon does not claim a ready task: the storm breaker marks its
+    workspace or its board broken (``service/breaker.py``); None when it does not."""
+    if task.status is not Status.READY:
+        return None
+    trip = breaker.holding(breaker.read(home.breaker_file), task.board, task.workspace)
+    return None if trip is None else {"scope": trip.scope, "why": trip.describe()}
 
 
 def backoff_of(task: Task, now: float) -> dict[str, Any] | None:
