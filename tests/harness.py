@@ -164,8 +164,9 @@ class Lane(Runner):
         self.store.create_board(BOARD)
         self.write_config()
 
-    def new_repo(self, name: str, files: dict[str, str] | None = None) -> Path:
-        """A git repository beside the home, on ``main``, with ``files`` committed."""
+    def new_repo(self, name: str | Path, files: dict[str, str] | None = None) -> Path:
+        """A git repository on ``main`` with ``files`` committed: ``name`` in the home's
+        directory, or at ``name`` when it is an absolute path."""
         repo = self.root / name
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)

@@ -50,7 +50,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import breaker, ledger, leftovers, metrics, usage_share
+from lane_runner.service import breaker, disk, ledger, leftovers, metrics, usage_share
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -190,6 +190,10 @@ class RunExecutor:
             self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
         if self._earlier_result_waits():
             return self._redeliver()
+        short = self._no_room()
+        if short is not None:
+            seconds = rules.cooldown(1, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max)
+            return self._requeue(short, redact.shown(short), seconds)
         self._share_usage()
         spent = self._budget_crossed()
         if spent is not None:
@@ -396,6 +400,16 @@ class RunExecutor:
         log.error("storm breaker tripped: %s", trip.describe())
         metrics.BREAKER_TRIPS.labels(trip.scope).inc()
         self._note(f"storm breaker: {trip.describe()}")
+
+    def _no_room(self) -> str | None:
+        """Why the task's repository has too little free space for a run, or None. The
+        daemon's disk guard measures only the repositories it has claimed in, so the first
+        task of one is measured here: handed back uncounted, it teaches the daemon to
+        hold claims until there is room (``service/disk.py``)."""
+        if not self.task.workspace or isinstance(self.board, HostedBoard):
+            return None
+        spaces = disk.measure([self.task.workspace])
+        return disk.shortage(spaces, self.s.cfg.min_free_disk_mb)
 
     def _workspace_scopes(self) -> tuple[str, str | None]:
         """Where a failure of the task's workspace or hooks is filed, and the scope it also

@@ -84,6 +84,33 @@ def test_a_full_disk_holds_claims_until_space_is_freed(lane_on_small_disk: Lane)
     assert daemon.wait(timeout=30) == 0
 
 
+def test_a_repository_on_a_full_disk_is_handed_back_and_holds_claims(
+    lane: Lane, small_disk: Path
+) -> None:
+    """The daemon knows a repository's filesystem only once it claimed a task of it: that
+    first run finds no room, goes back to ready uncounted, and claims wait for space."""
+    lane.write_config(min_free_disk_mb=16)
+    repo = lane.new_repo(small_disk / "repo")
+    filler = small_disk / "filler"
+    fill(filler, leave_mib=8)
+    task = lane.add("waits for room", workspace=repo)
+    daemon = lane.start()
+
+    def hold() -> dict[str, str] | None:
+        return json_of(lane.cli("status", "--json"))["daemon"]["hold"]  # type: ignore[index,return-value]
+
+    lane.wait(lambda: (hold() or {}).get("kind") == "disk", what="claims held for disk space")
+    assert str(repo) in hold()["reason"]  # type: ignore[index]
+    waiting = lane.board.get_task(task.id)
+    assert waiting.status is Status.READY and waiting.failure_count == 0
+    assert [run.outcome for run in lane.runs(task.id)] == [Outcome.RECLAIMED]
+    assert "under min_free_disk_mb = 16" in (lane.runs(task.id)[0].reason or "")
+    filler.unlink()
+    lane.wait(lambda: lane.board.get_task(task.id).status is Status.DONE, what="the task to run")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+
+
 def test_free_space_under_the_minimum_is_named() -> None:
     spaces = [disk.Space("/home", 900 * MIB), disk.Space("/repo", 10 * MIB)]
     assert disk.shortage(spaces, 512) == (
