@@ -192,6 +192,16 @@ def test_an_older_board_is_upgraded_in_place(postgres_database: str, version: in
         assert connection.execute(claims).fetchone() == (1,)
 
 
+def hold_a_claim(held: psycopg.Connection[Any]) -> tuple[Any, ...] | None:
+    """A claim of board ``main`` on ``held``, left uncommitted: its transaction holds the
+    board's gate, shared, and its event is not settled until it ends. The claimed task's
+    id, or None."""
+    return held.execute(
+        "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, '10s', "
+        "'{}')", (LANES,),
+    ).fetchone()
+
+
 def test_a_follower_never_skips_an_event_committed_out_of_order(
     postgres_database: str,
 ) -> None:
@@ -206,10 +216,7 @@ def test_a_follower_never_skips_an_event_committed_out_of_order(
             board.add_task(NewTask(title=title, assignee="cli-auto"))
         seen = board.events()[-1].id
         with psycopg.connect(postgres_database) as held:  # a transaction of its own
-            first = held.execute(
-                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
-                "'10s')", (LANES,),
-            ).fetchone()
+            first = hold_a_claim(held)
             second = board.claim("n", 60.0, "")
             assert first is not None and second is not None
             read: list[list[Any]] = []
@@ -234,10 +241,7 @@ def test_a_board_s_events_wait_no_longer_than_the_budget(postgres_database: str)
         board = store.create_board("main")
         board.add_task(NewTask(title="t", assignee="cli-auto"))
         with psycopg.connect(postgres_database) as held:
-            held.execute(
-                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
-                "'10s')", (LANES,),
-            )
+            hold_a_claim(held)
             with pytest.raises(BoardUnavailable):
                 board.events()
             held.rollback()
@@ -256,10 +260,7 @@ def test_a_task_s_events_are_read_without_waiting_for_other_tasks(
         board = store.create_board("main")
         other, mine = (board.add_task(NewTask(title=t, assignee="cli-auto")) for t in "ab")
         with psycopg.connect(postgres_database) as held:  # holds the gate, shared, for now
-            claimed = held.execute(
-                "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, "
-                "'10s')", (LANES,),
-            ).fetchone()
+            claimed = hold_a_claim(held)
             assert claimed == (other.id,)
             assert [e.kind for e in board.events(mine.id)] == ["created"]
             held.rollback()

@@ -129,6 +129,17 @@ def test_the_workspaces_a_claim_skips_are_those_of_its_board_not_due_a_probe(
 
 # -- a real daemon -------------------------------------------------------------------
 
+#: One run at a time, failed tasks backing off for an hour, a breaker of three tasks that
+#: nothing but the test clears: what the daemon does is in the order the test expects.
+STORM: dict[str, object] = {
+    "concurrency": 1,
+    "failure_backoff_base": 3600.0,
+    "failure_backoff_max": 3600.0,
+    "breaker_threshold": 3,
+    "breaker_window": 3600.0,
+    "breaker_probe_interval": 7200.0,
+}
+
 
 def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane) -> None:
     """Ten tasks in two repositories whose before_run hook fails the same way (a tool
@@ -139,13 +150,8 @@ def test_ten_tasks_failing_the_same_way_stop_at_the_breaker_threshold(lane: Lane
     run."""
     port = free_port()
     lane.write_config(
-        concurrency=1,
+        **STORM,
         failure_limit=3,
-        failure_backoff_base=3600.0,
-        failure_backoff_max=3600.0,
-        breaker_threshold=3,
-        breaker_window=3600.0,
-        breaker_probe_interval=7200.0,
         metrics_port=port,
         # Each failure is worded with its own pid, as a real one is: one fingerprint still.
         hooks={"*": {"before_run": 'echo "lint: command not found (pid $$)" >&2; exit 127'}},
@@ -204,12 +210,7 @@ def test_a_broken_workspace_holds_its_own_tasks_and_the_board_works_on(lane: Lan
     workspace, and clearing it lets its tasks run."""
     port = free_port()
     lane.write_config(
-        concurrency=1,
-        failure_backoff_base=3600.0,
-        failure_backoff_max=3600.0,
-        breaker_threshold=3,
-        breaker_window=3600.0,
-        breaker_probe_interval=7200.0,
+        **STORM,
         metrics_port=port,
         hooks={"*": {"before_run": 'test -e .lint-ok || { echo "no lint config" >&2; exit 3; }'}},
     )
@@ -261,8 +262,7 @@ def test_a_workspace_gone_from_its_disk_blocks_three_tasks_not_all(lane: Lane) -
     """A repository that cannot be prepared blocks its task (capability) at once, without a
     counted failure; without the breaker a runner would block every task of it, one
     claim each. With it, after three the others wait ready for the repository."""
-    lane.write_config(concurrency=1, breaker_threshold=3, breaker_window=3600.0,
-                      breaker_probe_interval=7200.0)
+    lane.write_config(**STORM)
     gone = lane.root / "unmounted"
     tasks = [lane.add(f"task {index}", workspace=gone) for index in range(6)]
     lane.add("elsewhere", priority=-1)
@@ -287,14 +287,7 @@ def test_clearing_what_is_not_broken_says_what_is(lane: Lane) -> None:
 def test_a_provider_failing_every_task_the_same_way_is_routed_around(lane: Lane) -> None:
     """codex crashes on every task (a broken install): after three tasks it is marked broken,
     and the other seven fall back to claude at once, without a counted failure each."""
-    lane.write_config(
-        concurrency=1,
-        failure_backoff_base=3600.0,
-        failure_backoff_max=3600.0,
-        breaker_threshold=3,
-        breaker_window=3600.0,
-        breaker_probe_interval=7200.0,
-    )
+    lane.write_config(**STORM)
     tasks = [
         lane.add(f"task {index}", body="[sim@codex:crash]", assignee="cli-codex-low")
         for index in range(10)
@@ -318,12 +311,7 @@ def test_a_provider_failing_every_task_the_same_way_is_routed_around(lane: Lane)
 def test_a_successful_probe_clears_the_breaker(lane: Lane) -> None:
     """Nobody clears it: once the hook works again, the next probe's success does."""
     lane.write_config(
-        concurrency=1,
-        failure_backoff_base=3600.0,
-        failure_backoff_max=3600.0,
-        breaker_threshold=2,
-        breaker_window=3600.0,
-        breaker_probe_interval=1.0,
+        **{**STORM, "breaker_threshold": 2, "breaker_probe_interval": 1.0},
         hooks={"*": {"before_run": "echo 'cannot reach the package mirror' >&2; exit 3"}},
     )
     tasks = [lane.add(f"task {index}") for index in range(10)]
