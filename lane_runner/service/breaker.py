@@ -22,7 +22,8 @@ Trips live in ``<home>/breaker.json`` so ``status``, ``doctor`` and ``health cle
 in other processes see them and a restart keeps them; the failures that have not
 tripped anything yet are kept in memory only (a restart forgets them, which is
 safe: they are counted again). What each decision means is pure
-(``fingerprint``, ``tripping``, ``workspace_of``); ``Breaker`` keeps the state.
+(``fingerprint``, ``tripping``, ``workspace_of``, ``holding``); ``Breaker`` keeps the
+state.
 """
 
 from __future__ import annotations
