@@ -278,6 +278,19 @@ def test_a_workspace_gone_from_its_disk_blocks_three_tasks_not_all(lane: Lane) -
     assert daemon.wait(timeout=30) == 0
 
 
+def test_a_batch_ends_when_what_is_left_waits_for_a_broken_workspace(lane: Lane) -> None:
+    """``run --until-idle`` waited on forever for the tasks the breaker held back; it
+    ends once nothing else is left, and says which tasks it left waiting."""
+    lane.write_config(**STORM)
+    gone = lane.root / "unmounted"
+    tasks = [lane.add(f"task {index}", workspace=gone) for index in range(5)]
+    batch = lane.cli("run", "--until-idle", timeout=60)
+    assert batch.returncode == 0, batch.stderr
+    assert "2 task(s) held back by the storm breaker" in batch.stderr
+    statuses = sorted(lane.board.get_task(task.id).status.value for task in tasks)
+    assert statuses == ["blocked"] * 3 + ["ready"] * 2
+
+
 def test_clearing_what_is_not_broken_says_what_is(lane: Lane) -> None:
     refused = lane.cli("health", "clear", "provider:codex")
     assert refused.returncode == 2 and "is not marked broken" in refused.stderr

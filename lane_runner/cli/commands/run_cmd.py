@@ -15,7 +15,7 @@ from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.service import identity, recovery
+from lane_runner.service import breaker, identity, recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
 
@@ -64,12 +64,16 @@ def _idle(daemon: Daemon) -> bool:
     """Nothing ready or running anywhere; a board we cannot read might still have work.
 
     A ready task cooling down (``next_attempt_at`` in the future) is not ready: a batch
-    would otherwise wait out every capacity cooldown, up to ``cooldown_max`` each.
+    would otherwise wait out every capacity cooldown, up to ``cooldown_max`` each. Nor is
+    one the storm breaker holds back (its workspace or board broken, no probe due): it
+    waits for an operator, who would otherwise find the batch still running.
     """
     if daemon.workers or daemon.pending_finalizations:
         return False
     now = time.time()
+    trips = daemon.services.breaker.trips()
     cooling: list[str] = []
+    held: list[str] = []
     try:
         for slug in daemon.services.store.board_slugs():
             board = daemon.services.store.board(slug)
@@ -86,14 +90,23 @@ def _idle(daemon: Daemon) -> bool:
             if not counts.get("ready", 0):
                 continue
             for task in board.list_tasks(Status.READY):
-                if task.next_attempt_at is None or task.next_attempt_at <= now:
+                if task.next_attempt_at is not None and task.next_attempt_at > now:
+                    cooling.append(f"{slug}/{task.id} ({task.next_attempt_at - now:.0f} s)")
+                    continue
+                trip = breaker.holding(trips, slug, task.workspace)
+                if trip is None or trip.probe_at <= now:
                     return False
-                cooling.append(f"{slug}/{task.id} ({task.next_attempt_at - now:.0f} s)")
+                held.append(f"{slug}/{task.id} ({trip.scope})")
     except BoardUnavailable:
         return False
     if cooling:
         log.info(
             "idle: %d task(s) cooling down, not waited for: %s", len(cooling), ", ".join(cooling)
+        )
+    if held:
+        log.warning(
+            "idle: %d task(s) held back by the storm breaker, not waited for: %s "
+            "('lane-runner health show')", len(held), ", ".join(held),
         )
     return True
 
