@@ -75,7 +75,11 @@ def clear_health(args: argparse.Namespace) -> int:
         print_json({"cleared": [_document(trip) for trip in lifted]})
     elif lifted:
         for trip in lifted:
-            print(f"cleared {trip.scope} (marked broken after {trip.count} tasks failed)")
+            print(
+                f"cleared {trip.scope} (marked broken after {trip.count} tasks failed: "
+                f"{', '.join(trip.tasks)}; one it blocked stays blocked until 'lane-runner "
+                "task retry')"
+            )
     else:
         print("nothing marked broken")
     return 0
