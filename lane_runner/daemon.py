@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from journal import RetentionPolicy
 from lane_runner import clock, redact
 from lane_runner import config as configuration
 from lane_runner.board.base import BoardUnavailable
@@ -300,7 +299,8 @@ class Daemon:
     def _run_sweep(self) -> None:
         try:
             report = cleanup.sweep(
-                self.services, self._retention(), time.time(), lambda: self.stopping
+                self.services, cleanup.retention(self.services.cfg), time.time(),
+                lambda: self.stopping,
             )
         except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
             log.exception("cleanup sweep failed; the next one tries again")
@@ -317,14 +317,6 @@ class Daemon:
                 len(report.journal.removed),
                 len(report.logs_removed),
             )
-
-    def _retention(self) -> RetentionPolicy:
-        cfg = self.services.cfg
-        return RetentionPolicy(
-            max_age_seconds=cfg.retention_days * 86400,
-            max_count=cfg.retention_count,
-            max_bytes=cfg.retention_bytes,
-        )
 
     def _claim(self) -> None:
         self.paused = pause.read(self.services.home.pause_file)

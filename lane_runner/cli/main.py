@@ -22,6 +22,7 @@ from lane_runner import __version__, redact
 from lane_runner.cli import output
 from lane_runner.cli.commands import (
     board_cmd,
+    cleanup_cmd,
     config_cmd,
     control_cmd,
     demo_cmd,
@@ -46,6 +47,7 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     control_cmd,
     demo_cmd,
     journal_cmd,
+    cleanup_cmd,
     status_cmd,
     usage_cmd,
     doctor_cmd,

@@ -37,6 +37,7 @@ from journal import CollectReport, Document, RetentionPolicy
 from journal import names as journal_names
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status, Task
+from lane_runner.config import Config
 from lane_runner.errors import NotFound
 from lane_runner.run import delivery, followup, git, hooks, lanestate, workspace
 from lane_runner.service import usage_share
@@ -60,6 +61,15 @@ class SweepReport:
     journal: CollectReport = field(default_factory=CollectReport)
     usage_dropped: int = 0
     """Home usage records past ``usage_retention_days`` that their board holds."""
+
+
+def retention(cfg: Config) -> RetentionPolicy:
+    """The journal's retention as configured (``retention_days``, ``_count``, ``_bytes``)."""
+    return RetentionPolicy(
+        max_age_seconds=cfg.retention_days * 86400,
+        max_count=cfg.retention_count,
+        max_bytes=cfg.retention_bytes,
+    )
 
 
 def sweep(

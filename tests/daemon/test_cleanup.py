@@ -173,6 +173,32 @@ def test_a_daemon_cleans_up_a_done_task_and_task_show_has_its_diff_stat(lane: La
     assert "(0 worktrees)" in use["detail"]
 
 
+def test_a_batch_leaves_its_worktrees_and_cleanup_removes_them_without_a_daemon(
+    lane: Lane,
+) -> None:
+    """``run --until-idle`` sweeps when it starts, before its tasks are done; ``lane-runner
+    cleanup`` sweeps now, and refuses while a daemon holds the home."""
+    done = lane.add("batch")
+    blocked = lane.add("stuck", body="[sim:blocked]")
+    batch = lane.cli("run", "--until-idle")
+    assert batch.returncode == 0, batch.stderr
+    assert lane.home.worktree(BOARD, done.id).is_dir()  # left by the batch
+    swept = lane.cli("cleanup", "--json")
+    assert swept.returncode == 0, swept.stderr
+    assert orjson.loads(swept.stdout)["worktrees_removed"] == [f"{BOARD}/{done.id}"]
+    assert not lane.home.worktree(BOARD, done.id).exists()
+    assert lane.home.worktree(BOARD, blocked.id).is_dir()  # for whoever unblocks it
+    assert lane.cli("cleanup").stdout.strip() == "nothing to clean up"
+
+    lane.add("waits", body="[sim:hang]")
+    daemon = lane.start()
+    lane.wait(lambda: bool(lane.live_workers()), what="a daemon at work")
+    refused = lane.cli("cleanup")
+    assert refused.returncode == 1 and "holds" in refused.stderr, refused.stderr
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+
+
 def test_the_sweep_shares_the_usage_ledger_and_drops_old_records_the_board_holds(
     services: Services, lane: Lane  # noqa: F811
 ) -> None:
