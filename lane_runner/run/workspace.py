@@ -20,13 +20,14 @@ import os
 import pwd
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.run import git
+from lane_runner.run import git, interrupted
 
 log = logging.getLogger(__name__)
 MARKER_BYTES = 64
@@ -193,7 +194,7 @@ def prepare(
     if worktree.is_dir():
         checkout = _checkout(worktree, owner)
         if checkout is not None and checkout[0] == worktree.resolve():
-            if _has_commit(worktree, owner):
+            if _has_commit(worktree, owner) and not interrupted.unfinished(worktree):
                 _mark(worktree, run)
                 located = _locate(source, owner) if source is not None and source.is_dir() else None
                 return _within(Workspace(worktree, branch=checkout[1]), located, repository)
@@ -243,11 +244,12 @@ def _has_commit(worktree: Path, owner: str | None) -> bool:
 
 
 def _remove_half_made(worktree: Path, owner: str | None) -> None:
-    """Remove a worktree whose ``git worktree add`` never finished (``_has_commit``): it
-    never held a checkout, so no run worked in it, and it is made afresh. Forced twice:
+    """Remove a worktree whose ``git worktree add`` never finished (``_has_commit``,
+    ``interrupted.unfinished``): its checkout never completed, so no run worked in it,
+    and it is made afresh. Forced twice:
     ``git worktree add`` keeps its new worktree locked ("initializing") until it is done,
     and a lock refuses a single ``--force``."""
-    log.warning("the worktree %s was left half made (no commit at HEAD): made afresh", worktree)
+    log.warning("the worktree %s was left half made by git worktree add: made afresh", worktree)
     said = _git(
         "worktree", "remove", "--force", "--force", str(worktree), cwd=worktree, owner=owner
     )
@@ -322,6 +324,7 @@ def _create(
     top = _toplevel(source, owner)
     if top is None:
         raise _not_a_repository(source, owner)
+    _clear_interrupted(top, worktree, branch, owner)
     # A worktree deleted by hand is still registered (and holds its branch).
     _git("worktree", "prune", cwd=top, owner=owner)
     result, branch = _add(top, worktree, branch, owner)
@@ -337,6 +340,22 @@ def _create(
             "still current: this run waits for it to end"
         )
     return _take_over(top, holder, worktree, branch, owner)
+
+
+def _clear_interrupted(top: Path, worktree: Path, branch: str, owner: str | None) -> None:
+    """What a killed ``git worktree add`` left in the way goes (``run/interrupted.py``);
+    while it is young enough to be another add at work, the run waits."""
+    located = _locate(top, owner)
+    if located is None:
+        return
+    found = interrupted.find(located.common, worktree, branch)
+    young = found.young(time.time())
+    if young:
+        raise WorkspaceBusy(
+            f"git worktree add in {top} left {', '.join(map(str, young))} moments ago, "
+            "or is still at work: this run waits, and clears what stays"
+        )
+    interrupted.repair(found)
 
 
 def _still_current(previous: int | None, run: int | None, is_current: RunIsCurrent | None) -> bool:

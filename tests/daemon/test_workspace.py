@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lane_runner.run import workspace
+from lane_runner.run import interrupted, workspace
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -70,6 +74,82 @@ def test_a_worktree_a_killed_git_left_half_made_is_made_afresh(repo: Path, tmp_p
     (target / "work.txt").write_text("done\n")
     git("add", ".", cwd=target)
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "result", cwd=target)
+
+
+def _aged(*paths: Path) -> None:
+    """Back-date what a killed git left past ``interrupted.STALE_AFTER``."""
+    old = time.time() - 3600
+    for path in paths:
+        for each in [path, *(path.rglob("*") if path.is_dir() else [])]:
+            os.utime(each, (old, old))
+
+
+def test_what_a_killed_git_worktree_add_leaves_is_cleared_once_it_is_old(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The three leftovers seen when ``git worktree add`` is killed at random moments (the
+    pod test's kill -9 met the second): another task's record without ``commondir``,
+    which made every later add of the repository fail; this task's directory holding
+    only its ``.git`` file; the lock of this task's new branch."""
+    records = repo / ".git" / "worktrees"
+    other = records / "t-other"
+    other.mkdir(parents=True)
+    (other / "locked").write_text("initializing")
+    (other / "gitdir").write_text(str(tmp_path / "wt" / "t-other" / ".git"))
+    (other / "commondir").write_text("")  # killed while writing it
+    target = tmp_path / "wt" / "t3"
+    target.mkdir(parents=True)
+    (target / ".git").write_text(f"gitdir: {records / 't3'}\n")
+    lock = repo / ".git" / "refs" / "heads" / "lane" / "b" / "t3.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    with pytest.raises(workspace.WorkspaceBusy, match="moments ago"):
+        workspace.prepare(str(repo), target, "lane/b/t3")  # it may be an add at work
+    _aged(other, lock)
+    prepared = workspace.prepare(str(repo), target, "lane/b/t3")
+    assert prepared.created and git("branch", "--show-current", cwd=target).strip() == "lane/b/t3"
+    assert not other.exists() and not lock.exists()
+    assert workspace.prepare(str(repo), tmp_path / "wt" / "t4", "lane/b/t4").created
+
+
+def test_a_worktree_directory_git_lost_track_of_is_moved_aside_not_deleted(
+    repo: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "wt" / "t5"
+    target.mkdir(parents=True)
+    (target / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 't5'}\n")
+    (target / "notes.txt").write_text("uncommitted\n")
+    assert workspace.prepare(str(repo), target, "lane/b/t5").created
+    [aside] = (tmp_path / "wt").glob("t5.unusable-*")
+    assert (aside / "notes.txt").read_text() == "uncommitted\n"
+
+
+def test_every_moment_a_git_worktree_add_can_be_killed_at_is_recovered_from(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real adds, each killed (SIGKILL, with its children) after a random moment, then the
+    task's worktree prepared again at once, as a restarted runner does; with the
+    leftovers taken for dead at once, every one succeeds and its checkout is whole."""
+    monkeypatch.setattr(interrupted, "STALE_AFTER", 0.0)
+    for index in range(120):
+        (repo / f"f{index}").write_text("x" * 2000)
+    git("add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "files", cwd=repo)
+    chance = random.Random(32)
+    for n in range(40):
+        target, branch = tmp_path / "wt" / f"k{n}", f"lane/b/k{n}"
+        target.parent.mkdir(exist_ok=True)
+        adding = subprocess.Popen(
+            ["git", "worktree", "add", "-q", "-b", branch, str(target)], cwd=repo,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        time.sleep(chance.uniform(0, 0.03))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(adding.pid, signal.SIGKILL)
+        adding.wait()
+        prepared = workspace.prepare(str(repo), target, branch)
+        assert git("branch", "--show-current", cwd=prepared.path).strip() == branch
+        assert (prepared.path / "f119").exists()
 
 
 def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> None:
