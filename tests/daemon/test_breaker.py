@@ -274,11 +274,11 @@ def test_a_workspace_gone_from_its_disk_blocks_three_tasks_not_all(lane: Lane) -
     trips = breaker.read(lane.home.breaker_file)
     assert list(trips) == [f"workspace:{BOARD}:{gone}"]
     assert "does not exist" in trips[f"workspace:{BOARD}:{gone}"].reason
-    cleared = lane.cli("health", "clear", f"workspace:{BOARD}:{gone}").stdout
-    blocked = [t.id for t in tasks if lane.board.get_task(t.id).status is Status.BLOCKED]
-    assert all(f"{BOARD}/{task}" in cleared for task in blocked) and "task retry" in cleared
-    daemon.send_signal(signal.SIGTERM)
+    daemon.send_signal(signal.SIGTERM)  # before the clear: it would claim the others again
     assert daemon.wait(timeout=30) == 0
+    blocked = [t.id for t in tasks if lane.board.get_task(t.id).status is Status.BLOCKED]
+    cleared = lane.cli("health", "clear", f"workspace:{BOARD}:{gone}").stdout
+    assert all(f"{BOARD}/{task}" in cleared for task in blocked) and "task retry" in cleared
 
 
 def test_a_batch_ends_when_what_is_left_waits_for_a_broken_workspace(lane: Lane) -> None:
