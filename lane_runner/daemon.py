@@ -498,7 +498,9 @@ class Daemon:
         over the tasks of the board's workspaces the breaker marks broken; a task of one
         whose probe is due is its probe."""
         now = time.time()
-        if not self.services.breaker.admits(breaker.scope(breaker.BOARD, slug), now):
+        trips = self.services.breaker.trips()  # read once: every claim of every pass asks
+        on_board = breaker.scope(breaker.BOARD, slug)
+        if on_board in trips and not self.services.breaker.admits(on_board, now):
             return None
         try:
             with self.services.resting.use(slug):
@@ -507,14 +509,15 @@ class Daemon:
                     self.services.node,
                     self.services.cfg.lease_ttl,
                     self.services.cfg.default_assignee,
-                    self.services.breaker.broken_workspaces(slug, now),
+                    breaker.broken_workspaces(trips, slug, now),
                 )
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
             return None
         if claim is not None and claim.task.workspace is not None:
             where = breaker.workspace_scope(slug, claim.task.workspace)
-            self.services.breaker.admits(where, now)  # starts its probe, if it is one
+            if where in trips:
+                self.services.breaker.admits(where, now)  # its probe, due: started now
         return claim
 
     def _submit(self, claim: Claim) -> None:

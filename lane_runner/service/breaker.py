@@ -159,6 +159,16 @@ def holding(trips: Mapping[str, Trip], board: str, workspace: str | None) -> Tri
     return next((trips[where] for where in scopes if where in trips), None)
 
 
+def broken_workspaces(trips: Mapping[str, Trip], board: str, now: float) -> frozenset[str]:
+    """The workspaces of ``board`` whose tasks a claim passes over now (pure; those whose
+    probe is due are not among them: a claim of one of their tasks is the probe)."""
+    return frozenset(
+        workspace
+        for where, trip in trips.items()
+        if (workspace := workspace_of(where, board)) is not None and now < trip.probe_at
+    )
+
+
 def tripping(
     failures: Sequence[Failure], threshold: int, window: float, now: float
 ) -> list[tuple[str, str, list[Failure]]]:
@@ -257,13 +267,8 @@ class Breaker:
         return trip if trip is not None and now < trip.probe_at else None
 
     def broken_workspaces(self, board: str, now: float) -> frozenset[str]:
-        """The workspaces of ``board`` whose tasks a claim passes over now (those whose
-        probe is due are not among them: a claim of one of their tasks is the probe)."""
-        return frozenset(
-            workspace
-            for where, trip in read(self.path).items()
-            if (workspace := workspace_of(where, board)) is not None and now < trip.probe_at
-        )
+        """``broken_workspaces`` of the trips in force."""
+        return broken_workspaces(read(self.path), board, now)
 
     def succeeded(self, where: str, wider: str | None = None) -> bool:
         """``where`` worked (a probe, or a run begun before the trip): forget its failures
