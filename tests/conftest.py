@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -73,3 +74,22 @@ def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         pytest.skip(why)
     with bouncer.running(tmp_path_factory.mktemp("pgbouncer"), ADMIN_URL) as port:
         yield port
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per folder of skipped tests, naming what they need: on a fresh machine the
+    README's test command skips what ``.ci/run`` sets up first (the pinned CLIs, PgBouncer,
+    podman), and a reader should not have to dig through ``-ra``'s lines to learn it."""
+    groups: dict[str, Counter[str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        folder = "/".join(report.nodeid.split("::")[0].split("/")[:2])
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        groups.setdefault(folder, Counter())[reason.removeprefix("Skipped: ")] += 1
+    if not groups:
+        return
+    terminalreporter.section("skipped, by folder: what each needs (.ci/run sets it up)")
+    for folder, reasons in sorted(groups.items()):
+        reason, _ = reasons.most_common(1)[0]
+        more = f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""
+        terminalreporter.write_line(f"{folder}: {sum(reasons.values())} skipped: {reason}{more}")

@@ -431,7 +431,8 @@ def gateway_checks(cfg: Config) -> list[Check]:
         )
         base_url, problems = cli.gateway(config.cli_overrides(cfg, provider), env)
         name = f"{provider} gateway"
-        fix = f"fix {provider}_config / {provider}_env (README: 'Your own model gateway')"
+        fix = (f"fix {provider}_config / {provider}_env "
+               "(docs/configuration.md, 'Your own model gateway')")
         checks += [Check(name, Level.FAIL, problem, fix) for problem in problems]
         if base_url is None or problems:
             continue

@@ -187,7 +187,9 @@ def test_a_missing_extra_names_an_install_that_works(
     assert "lane-runner[" not in done.stderr
 
 
-def test_the_readme_names_no_install_that_fails() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert "lane-runner[" not in readme
-    assert "pip install '.[hermes]'" in readme and "pip install '.[postgres]'" in readme
+def test_the_docs_name_no_install_that_fails() -> None:
+    root = Path(__file__).parents[2]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    read = "".join(page.read_text() for page in pages)
+    assert "lane-runner[" not in read
+    assert "pip install '.[hermes]'" in read and "pip install '.[postgres]'" in read

@@ -6,7 +6,7 @@ What the contract suite (tests/contract) needs, plus:
   of its own (``netns.py``), answering both CLIs by the script each test writes;
 - ``real_lane``: a home, a board and a repository the worker user owns, whose
   ``config.toml`` points the CLIs at that server with the operator's own settings
-  (``codex_config``, ``codex_env``, ``claude_env``; README, "Your own model
+  (``codex_config``, ``codex_env``, ``claude_env``; docs/configuration.md, "Your own model
   gateway"), and whose daemon and commands run inside the namespace.
 
 Without a namespace, the pinned CLIs or the worker user the tests skip, naming why;
@@ -157,7 +157,8 @@ def model_server(scratch: Scratch) -> Iterator[ModelServer]:
 
 
 def gateway_settings(server: ModelServer) -> dict[str, object]:
-    """The operator's settings that point both CLIs at the scripted server (README)."""
+    """The operator's settings that point both CLIs at the scripted server
+    (docs/configuration.md)."""
     return {
         "codex_config": {
             "model_provider": GATEWAY,

@@ -20,7 +20,7 @@ WORK = "realrun/test_work.py::"
 ANSWERS = ("realrun/test_answers.py::"
            "test_the_answers_real_clis_hand_over_are_judged_as_the_readme_says")
 FAILURES = ("realrun/test_failures.py::"
-            "test_every_failure_ends_as_the_readme_says_and_the_readme_table_is_what_they_did")
+            "test_every_failure_ends_as_documented_and_the_documented_table_is_what_they_did")
 SIMULATOR_ONLY = "simulator only: "
 
 SHOWN_BY: dict[str, str] = {
