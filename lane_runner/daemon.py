@@ -34,6 +34,7 @@ from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
     breaker,
+    config_watch,
     disk,
     ledger,
     logs,
@@ -113,7 +114,9 @@ class Daemon:
             "rescue": Timer(min(RESCUE_INTERVAL, cfg.heartbeat_interval, cfg.lease_ttl / 4)),
             "replay": Timer(REPLAY_INTERVAL),
             "gc": Timer(cfg.gc_interval),
+            "config": Timer(config_watch.INTERVAL),
         }
+        self.config_watch = config_watch.ConfigWatch.of(cfg.home)
         self.last_watchdog = 0.0
         self.pending_finalizations = 0
         self.started_at = time.time()
@@ -206,6 +209,9 @@ class Daemon:
         healthy = True
         try:
             self._reap()
+            if self.timers["config"].ready(now) and self.config_watch.changed():
+                log.info("%s changed: reloading the configuration", self.config_watch.path)
+                self.reload_requested = True
             if self.reload_requested:
                 self._reload()
             if self.timers["replay"].ready(now) and self.pending_finalizations:
@@ -565,7 +571,9 @@ class Daemon:
             self.services.reload(cfg)
         except Exception as error:  # noqa: BLE001 - a bad edit must not kill a running daemon
             log.error("config reload failed, keeping the old configuration: %s", error)
+            self.config_watch.refused(redact.shown(str(error)))
             return
+        self.config_watch.reloaded(waiting)
         self.cfg = cfg
         self.concurrency = self._concurrency(cfg)
         self.health.timeout = cfg.health_timeout
@@ -635,6 +643,7 @@ class Daemon:
                 providers=self._slots(),
                 memory={**asdict(self.memory), "pressure": self.pressure} if self.memory else None,
                 disk=[asdict(space) for space in self.disk],
+                config=self.config_watch.to_dict(),
             ),
             now,
         )

@@ -180,6 +180,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "slots": published.get("providers"),
             "memory": published.get("memory"),
             "disk": published.get("disk"),
+            "config": published.get("config"),
         },
         "active": active,
         "providers": _providers(home),
@@ -284,6 +285,13 @@ def _clock(run: dict[str, Any], now: float) -> str | None:
 def _print_controls(daemon: dict[str, Any]) -> None:
     if daemon["hold"]:
         print(f"not claiming: {daemon['hold']['reason']}")
+    watched = daemon.get("config") or {}
+    if watched.get("error"):
+        print(f"configuration: {watched['file']} was not taken, the last good one is in "
+              f"force: {watched['error']}")
+    if watched.get("restart_needed"):
+        print(f"configuration: {', '.join(watched['restart_needed'])} changed; the new value "
+              "takes effect at the next start")
     memory = daemon.get("memory") or {}
     pressure = memory.get("pressure")
     if pressure not in (None, "ok"):
