@@ -50,7 +50,7 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import breaker, disk, ledger, leftovers, metrics, usage_share
+from lane_runner.service import breaker, disk, ledger, leftovers, logs, metrics, usage_share
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -596,6 +596,8 @@ class RunExecutor:
         planned = plan.plan_attempt(
             route, self.s.cfg, self.s.home, self.s.binaries, self.state.sessions, self.state.started
         )
+        if planned.session_id is not None:  # resumed or reserved: known before the start
+            logs.bind_session(planned.session_id)
         n = self.state.next_sequence()
         # A fresh session after an unknown-session resume writes its own result file.
         retry = self.state.next_sequence() if planned.cli.writes_result_file else None
@@ -793,6 +795,7 @@ class RunExecutor:
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""
+        logs.bind_session(session_id)
         self.state.sessions[provider] = session_id
         self.state.started[provider] = True
         self._save_state()

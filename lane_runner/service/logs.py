@@ -3,8 +3,10 @@
 
 Every record carries the board, task and run it concerns when one is known:
 either passed with ``extra=logs.about(board, task, run)`` or set for a whole
-run by the executor thread with ``with logs.run_context(...)``. A contextvar,
-not a thread-local, so the binding follows the code that owns the run.
+run by the executor thread with ``with logs.run_context(...)``, and, once the CLI
+has named it, the run's provider session (``bind_session``): the id an operator
+needs to find the conversation in the CLI's own logs. A contextvar, not a
+thread-local, so the binding follows the code that owns the run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lane_runner import display, redact
 
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
-CONTEXT_KEYS = ("board", "task", "run")
+CONTEXT_KEYS = ("board", "task", "run", "session")
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
 
 _context: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
@@ -45,6 +47,14 @@ def run_context(board: str, task: str, run: int) -> Iterator[None]:
         yield
     finally:
         _context.reset(token)
+
+
+def bind_session(session_id: str) -> None:
+    """From now on in this run's context, records also name its provider session. Outside
+    a run's context there is nothing to bind it to, and nothing is done."""
+    bound = _context.get()
+    if bound is not None:
+        _context.set({**bound, "session": session_id})
 
 
 def context_of(record: logging.LogRecord) -> dict[str, Any]:
@@ -99,6 +109,8 @@ class TextFormatter(logging.Formatter):
         where = "/".join(str(context[key]) for key in ("board", "task") if key in context)
         if "run" in context:
             where = f"{where} run {context['run']}".strip()
+        if "session" in context:
+            where = f"{where} session {context['session']}".strip()
         line = (
             f"{timestamp_of(record)} lane-runner: {record.levelname.lower()}: "
             f"{display.escaped(message(record))}"

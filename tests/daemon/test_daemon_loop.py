@@ -6,18 +6,21 @@ replaces ``RunExecutor.execute`` for one task; everything else is real.
 
 from __future__ import annotations
 
+import io
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable
 
+import orjson
 import pytest
 
 from lane_runner import config
 from lane_runner.board.model import BlockKind, Outcome, Status
 from lane_runner.daemon import Daemon
 from lane_runner.run.executor import RunExecutor
+from lane_runner.service import logs
 from lane_runner.service.notify import Notifier
 from tests.harness import Lane
 
@@ -106,3 +109,29 @@ def test_a_reload_that_cannot_work_keeps_the_running_configuration(
         )
     assert daemon.services.cfg.concurrency == 4 and daemon.services.cfg.simulate
     assert "no-such-codex" in caplog.text
+
+
+def test_log_lines_of_a_run_name_its_provider_session_once_known(lane: Lane) -> None:
+    """An operator who greps the daemon's log for a run finds the CLI's conversation id
+    there, from the moment the CLI named it (issue 39)."""
+    task = lane.add("a task whose run logs after its session is known")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter())
+    root = logging.getLogger("lane_runner")
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        daemon = Daemon(config.load(lane.root, {}), until=all_settled, notifier=Notifier(""))
+        assert daemon.serve() == 0
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert lane.board.get_task(task.id).status is Status.DONE
+    state = orjson.loads((lane.root / "lanes" / "work" / f"{task.id}.json").read_bytes())
+    sessions = set(state["sessions"].values())
+    records = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    of_run = [record for record in records if record.get("task") == task.id]
+    assert of_run and any(record.get("session") in sessions for record in of_run), of_run
+    assert all(record.get("session") is None for record in records if "task" not in record)
