@@ -161,6 +161,19 @@ def read_entry(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
+def read_workers(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path``, a file a worker can write, read by a runner
+    that may be root: a link at the name or its directory is not followed and a FIFO
+    or device is not opened (FileNotFoundError, UnsafePath), nothing is read past the
+    bound, and nothing is moved aside (the entry is the worker's, not the runner's)."""
+    with directory(path.parent) as dir_fd:
+        fd = _open_regular(dir_fd, path.name, _READ_FLAGS, path.parent, move_bad=False)
+    try:
+        return _read_upto(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def _read_upto(fd: int, limit: int) -> bytes:
     """At most ``limit + 1`` bytes from ``fd``'s position on."""
     chunks: list[bytes] = []

@@ -38,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from lane_runner import files
 from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, Creating, HostWorkspace, WorkspaceUnusable
@@ -540,14 +541,17 @@ class HermesBoard:
         """Copies of the artifacts as Hermes attachments (``hermes kanban attachments``),
         through Hermes's own ``store_attachment_bytes``: its names and its size cap. One
         that cannot be attached is only logged: its path is in the completion anyway."""
+        limit = self._kb.KANBAN_ATTACHMENT_MAX_BYTES
         for artifact in artifacts:
             path = Path(artifact)
             try:
-                if path.stat().st_size > self._kb.KANBAN_ATTACHMENT_MAX_BYTES:
-                    raise self._kb.AttachmentTooLarge(f"{path.stat().st_size} bytes")
+                # The worker's file, read by a runner that may be root: no link followed,
+                # no FIFO waited on, nothing read past Hermes's own cap.
+                data = files.read_workers(path, limit)
+                if len(data) > limit:
+                    raise self._kb.AttachmentTooLarge(f"over {limit} bytes")
                 self._kb.store_attachment_bytes(
-                    connection, task_id, path.name, path.read_bytes(), uploaded_by=AUTHOR,
-                    board=self.slug,
+                    connection, task_id, path.name, data, uploaded_by=AUTHOR, board=self.slug,
                 )
             except (OSError, ValueError) as error:  # AttachmentTooLarge is a ValueError
                 log.warning("task %s: artifact %s not attached: %s", task_id, path, error)

@@ -23,6 +23,9 @@ add in flight writes them within milliseconds of each other. A younger one may b
 another runner's add at work, so it is left, and the run waits to try again. A
 directory holding more than its ``.git`` file is moved aside, never deleted: whatever
 is in it stays for whoever looks.
+
+Every file read here is one the worker can write (its worktree's ``.git``, the
+repository's records): they are read as ``files.read_workers`` reads, never trusted.
 """
 
 from __future__ import annotations
@@ -35,8 +38,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lane_runner import files
+
 log = logging.getLogger(__name__)
 
+#: git's records are a line or two; more is not a record git wrote.
+MAX_RECORD_BYTES = 4096
 #: Seconds after which a leftover of an add is taken for dead.
 STALE_AFTER = 10.0
 GITDIR = "gitdir: "
@@ -105,10 +112,7 @@ def unfinished(worktree: Path) -> bool:
     record = _record_of(worktree)
     if record is None:
         return False
-    try:
-        return (record / "locked").read_text(errors="replace").strip() == INITIALIZING
-    except (FileNotFoundError, IsADirectoryError):
-        return False
+    return _text(record / "locked") == INITIALIZING
 
 
 def _children(directory: Path) -> Iterator[Path]:
@@ -131,18 +135,24 @@ def _recorded(worktree: Path) -> bool:
 
 def _record_of(worktree: Path) -> Path | None:
     """The record ``worktree``'s ``.git`` file names; None without such a file."""
-    try:
-        text = (worktree / ".git").read_text(errors="replace")[:4096]
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+    text = _text(worktree / ".git")
     return Path(text[len(GITDIR):].strip()) if text.startswith(GITDIR) else None
 
 
 def _has_text(path: Path) -> bool:
+    return bool(_text(path))
+
+
+def _text(path: Path) -> str:
+    """What git wrote at ``path`` (a line naming a path, a lock's reason), stripped; empty
+    when there is no such regular file. The worker can write every one of these files
+    and the runner may be root: a link is not followed, a FIFO not waited on, and no
+    more than ``MAX_RECORD_BYTES`` is read (``files.read_workers``)."""
     try:
-        return bool(path.read_text(errors="replace").strip())
-    except (FileNotFoundError, IsADirectoryError):
-        return False
+        data = files.read_workers(path, MAX_RECORD_BYTES)
+    except OSError:  # absent, not a regular file, or behind a link: no record git can use
+        return ""
+    return data[:MAX_RECORD_BYTES].decode(errors="replace").strip()
 
 
 def _newest(path: Path) -> float:
