@@ -33,6 +33,7 @@ import contextlib
 import errno
 import logging
 import os
+import pwd
 import secrets
 import stat
 import time
@@ -232,6 +233,31 @@ def _foreign_writer(status: os.stat_result) -> str | None:
         return "every user"
     if status.st_mode & stat.S_IWGRP:
         return f"group {status.st_gid}"
+    return None
+
+
+def writable_by(path: Path, user: str) -> Path | None:
+    """The first of ``path`` (through its links) and the directories above it that
+    ``user`` may change, or None: a program the runner executes as root must not be
+    one the worker user can replace, nor sit in a directory it can rename things in.
+
+    Write permission by owner, group (the user's groups) or others; a sticky
+    directory (``/tmp``) lets nobody replace what another user owns, and what lies
+    below it here is not the user's (else the walk had stopped there), so its ``o+w``
+    does not count.
+    """
+    entry = pwd.getpwnam(user)
+    groups = set(os.getgrouplist(user, entry.pw_gid))
+    real = Path(os.path.realpath(path))
+    for each in [real, *real.parents]:
+        status = os.stat(each)
+        if status.st_uid == entry.pw_uid:
+            return each
+        if status.st_mode & stat.S_IWGRP and status.st_gid in groups:
+            return each
+        sticky = stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_ISVTX
+        if status.st_mode & stat.S_IWOTH and not sticky:
+            return each
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import pwd
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import WIRE_SCHEMA, Home
-from lane_runner.providers import ADAPTERS, adapter, worker_environment
+from lane_runner.providers import ADAPTERS, adapter, user_ids, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.service import identity
 from lane_runner.service.activity import Activity
@@ -174,30 +175,52 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
                     f"{provider}_bin {configured!r} is missing or not executable; "
                     "fix it or unset it"
                 )
-            problem = identity_problem(provider, Path(path))
+            refuse_replaceable(provider, Path(path), cfg.worker_user)
+            problem = identity_problem(provider, Path(path), cfg.worker_user)
             if problem is not None:
                 raise UsageError(f"{provider}_bin {configured!r} {problem}; fix it or unset it")
             found[provider] = Path(path)
         else:
             on_path = shutil.which(cli.command)
+            if on_path:
+                refuse_replaceable(provider, Path(on_path), cfg.worker_user)
             found[provider] = Path(on_path) if on_path else None
     return found
+
+
+def refuse_replaceable(provider: str, executable: Path, worker_user: str | None) -> None:
+    """A CLI the worker user could replace (its own npm prefix, a self-updating CLI) is
+    refused when the runner is root: the runner executes it (``--version`` here, the
+    doctor's probes), and the next start would run the worker's code with root's rights."""
+    if worker_user is None or os.geteuid() != 0:
+        return
+    writable = files.writable_by(executable, worker_user)
+    if writable is not None:
+        raise UsageError(
+            f"the {provider} CLI {executable} can be replaced by worker_user {worker_user!r} "
+            f"({writable} is writable by it): install the CLI where only root can write "
+            f"(npm install -g as root, chown -R root: and chmod go-w {writable})"
+        )
 
 
 IDENTITY_TIMEOUT = 30.0
 
 
-def identity_problem(provider: str, executable: Path) -> str | None:
+def identity_problem(
+    provider: str, executable: Path, worker_user: str | None = None
+) -> str | None:
     """Why ``executable`` is not the ``provider`` CLI, or None: its own ``--version``.
 
-    Run with the workers' environment, no input and a deadline, from the root
-    directory: a wrong program gets no workspace to act on.
+    Run as the worker user (never as root when one is configured: the CLI is the
+    agent's program), with the workers' environment, no input and a deadline, from
+    the root directory: a wrong program gets no workspace to act on.
     """
     try:
         done = subprocess.run(
             [str(executable), "--version"],
             cwd="/",
-            env=worker_environment(provider),
+            env=worker_environment(provider, _home_of(worker_user)),
+            **user_ids(worker_user),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -214,6 +237,11 @@ def identity_problem(provider: str, executable: Path) -> str | None:
         return None
     first = said.splitlines()[0][:200] if said else f"nothing (exit status {done.returncode})"
     return f"is not the {provider} CLI: its --version said {first!r}"
+
+
+def _home_of(user: str | None) -> Path | None:
+    """The worker user's own home, where its CLIs keep their settings."""
+    return Path(pwd.getpwnam(user).pw_dir) if user else None
 
 
 def write_result_schema(home: Home) -> Path:

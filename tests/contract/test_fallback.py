@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 from lane_runner import config
 from lane_runner.board.model import NewTask, Status
@@ -17,7 +20,11 @@ from .conftest import Scratch, cli_path
 
 
 def test_not_logged_in_marks_claude_unavailable_and_codex_finishes(scratch: Scratch) -> None:
-    codex = scratch.file("codex", FAKE_CODEX.encode())
+    # The CLI where only root may write: the runner refuses one its worker could replace.
+    bindir = Path(tempfile.mkdtemp(prefix="lane-contract-bin-"))
+    bindir.chmod(0o755)
+    codex = bindir / "codex"
+    codex.write_bytes(FAKE_CODEX.encode())
     codex.chmod(0o755)
     repo = scratch.path("repo")
     repo.mkdir()
@@ -48,3 +55,4 @@ def test_not_logged_in_marks_claude_unavailable_and_codex_finishes(scratch: Scra
         assert "Not logged in" in claude_health["reason"]
     finally:
         services.close()
+        shutil.rmtree(bindir)
