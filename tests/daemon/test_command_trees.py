@@ -296,3 +296,25 @@ def test_recover_ends_what_a_killed_daemons_hook_left_running(
     recovered = lane.cli("recover", "--json")
     assert recovered.returncode == 0, recovered.stderr
     until(lambda: not alive(leftover), "recover to end the hook's leftover")
+
+
+def test_a_daemon_stops_within_its_grace_while_its_cleanup_waits_for_a_hook(
+    lane: Lane, ended: list[Path]
+) -> None:
+    """No run in flight, only the cleanup sweep, held by a ``before_remove`` hook: the
+    shutdown ends it too."""
+    pid = lane.root / "hook.pid"
+    ended.append(pid)
+    lane.add("done, its worktree left")
+    assert lane.cli("run", "--until-idle").returncode == 0  # a batch leaves its worktree
+    lane.write_config(
+        gc_interval=1.0, hooks={BOARD: {"before_remove": leaving(SETSID, pid, "sleep 900")}}
+    )
+    daemon = lane.start()
+    leftover = pid_in(pid)
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        assert daemon.wait(timeout=BOUND) == 0
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the daemon waits for its cleanup's hook") from None
+    assert not alive(leftover)
