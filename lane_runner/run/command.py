@@ -132,7 +132,7 @@ def run(
             given = files.enter_context(tempfile.TemporaryFile())
             given.write(stdin.encode())
             given.seek(0)
-        stdout = output or files.enter_context(tempfile.TemporaryFile())
+        stdout = output if output is not None else files.enter_context(tempfile.TemporaryFile())
         stderr = None if output is not None else files.enter_context(tempfile.TemporaryFile())
         tree = launch(
             argv,
