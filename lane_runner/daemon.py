@@ -29,7 +29,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.run import budget, cleanup
+from lane_runner.run import budget, cleanup, command
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
@@ -304,10 +304,14 @@ class Daemon:
 
     def _run_sweep(self) -> None:
         try:
-            report = cleanup.sweep(
-                self.services, cleanup.retention(self.services.cfg), time.time(),
-                lambda: self.stopping,
-            )
+            with command.supervised(self.services.supervision()):
+                report = cleanup.sweep(
+                    self.services, cleanup.retention(self.services.cfg), time.time(),
+                    lambda: self.stopping,
+                )
+        except command.Cancelled as stopped:
+            log.info("cleanup sweep cut short (%s); the next start sweeps again", stopped)
+            return
         except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
             log.exception("cleanup sweep failed; the next one tries again")
             return
@@ -558,7 +562,10 @@ class Daemon:
             del self.workspaces[next(iter(self.workspaces))]
 
     def _execute(self, claim: Claim) -> RunReport:
-        with logs.run_context(claim.task.board, claim.task.id, claim.run.id):
+        with (
+            logs.run_context(claim.task.board, claim.task.id, claim.run.id),
+            command.supervised(self.services.supervision()),
+        ):
             return RunExecutor(self.services, claim).execute()
 
     def _active_run_ids(self) -> set[int]:
@@ -675,9 +682,13 @@ class Daemon:
             )
         self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
         grace = self.services.cfg.shutdown_grace
-        done, running = concurrent.futures.wait(list(self.workers), timeout=grace)
+        threads: list[concurrent.futures.Future[Any]] = [*self.workers]
+        if self.sweeping is not None:
+            threads.append(self.sweeping)
+        done, running = concurrent.futures.wait(threads, timeout=grace)
         if running:
-            log.info("grace period over: terminating %d provider process trees", len(running))
+            # Every CLI, git command and hook they started (``run/command.py``).
+            log.info("grace period over: terminating %d process trees", len(running))
             self.services.cancel_all()
             done, running = concurrent.futures.wait(running, timeout=max(10.0, grace))
         if running:

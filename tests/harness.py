@@ -24,6 +24,7 @@ from lane_runner.board.model import NewTask, Outcome, Run, Status, Task
 from lane_runner.board.sql import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.home import Home
+from lane_runner.run.command import COMMAND_VARIABLE
 from lane_runner.service.leftovers import find as find_workers
 
 BOARD = "work"
@@ -39,6 +40,20 @@ FAST_CONFIG = {
     "failure_backoff_base": 0.0,
     "breaker_threshold": 0,
 }
+
+
+def cli_workers(node: str) -> list[int]:
+    """The node's agent CLIs and what they started, running now: the runner's own git
+    commands and hooks carry the same markers (``leftovers.find``) and are left out."""
+    return [pid for pid in find_workers(node) if not _runs_command(pid)]
+
+
+def _runs_command(pid: int) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False  # gone: not running anything
+    return any(entry.startswith(f"{COMMAND_VARIABLE}=".encode()) for entry in environ)
 
 
 def git(*args: str, cwd: Path) -> None:
@@ -226,7 +241,7 @@ class Lane(Runner):
         return self.home.node_id()
 
     def live_workers(self) -> list[int]:
-        return find_workers(self.node())
+        return cli_workers(self.node())
 
     def stop_all(self) -> None:
         for process in self.daemons:

@@ -10,9 +10,9 @@ env; ``user_ids`` starts any other process as the worker user.
 from lane_runner.providers.adapter import Login, Provider, RunsAs
 from lane_runner.providers.environment import worker_environment
 from lane_runner.providers.model import Attempt, Classification, Progress, ProviderRequest
+from lane_runner.providers.proctree import user_ids
 from lane_runner.providers.registry import ADAPTERS, NAMES, adapter
 from lane_runner.providers.run import run_attempt
-from lane_runner.providers.supervisor import user_ids
 from lane_runner.providers.usage import LimitNotice, UsageReport
 
 __all__ = [

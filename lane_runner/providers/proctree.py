@@ -29,12 +29,15 @@ import ctypes
 import functools
 import logging
 import os
+import pwd
 import resource
 import select
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lane_runner.providers.cgroup import AttemptGroup
 
@@ -75,6 +78,49 @@ def allow_descriptors(wanted: int = DESCRIPTOR_LIMIT) -> int:
             return soft
         return target
     return soft
+
+
+def user_ids(run_as: str | None) -> dict[str, Any]:
+    """``subprocess`` arguments that start a process as ``run_as`` (none when unset)."""
+    if not run_as:
+        return {}
+    entry = pwd.getpwnam(run_as)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def launch(
+    argv: list[str], *, env: Mapping[str, str], run_as: str | None, **streams: Any
+) -> ProcessTree:
+    """Start ``argv`` as ``run_as`` in a session of its own, held as a tree from birth.
+
+    Its environment carries a fresh token (found again in orphans whose parents
+    died), and where the host allows it ``argv`` runs in a cgroup of its own, so
+    even a descendant that left the session and cleared its environment is ended
+    with it. Every process the runner starts goes through here: an agent CLI's
+    attempt (``supervisor.py``) and each git command and hook (``run/command.py``).
+    ``streams`` are ``Popen``'s ``cwd``, ``stdin``, ``stdout`` and ``stderr``.
+    """
+    become_subreaper()
+    allow_descriptors()
+    token = uuid.uuid4().hex
+    group = AttemptGroup.create(token)
+    # A process started as another user cannot move itself into the group: it is moved.
+    launched = argv if group is None or run_as else group.launcher(argv)
+    try:
+        process = subprocess.Popen(
+            launched,
+            env={**env, TOKEN_VARIABLE: token},
+            start_new_session=True,
+            **streams,
+            **user_ids(run_as),
+        )
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
+    if group is not None and run_as:
+        group.adopt(process.pid)
+    return ProcessTree(process, token, group)
 
 
 def children(pid: int) -> set[int]:
@@ -150,6 +196,11 @@ class ProcessTree:
         self._pidfds: dict[int, int] = {}
         self._unpinned = 0
         """Descendants seen but not held: no descriptor was left for their pidfd."""
+
+    @property
+    def root(self) -> subprocess.Popen[bytes]:
+        """The process started; its descendants are the tree."""
+        return self._root
 
     def refresh(self, *, adopt_orphans: bool = False) -> None:
         """Track descendants that appeared since the last walk; let go of reaped ones.

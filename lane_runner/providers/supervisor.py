@@ -28,12 +28,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import pwd
 import selectors
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,15 +39,9 @@ from typing import IO, Any
 
 import orjson
 
-from lane_runner.providers.cgroup import AttemptGroup
 from lane_runner.providers.lines import LineSplitter, Tail
 from lane_runner.providers.model import Classification, Progress
-from lane_runner.providers.proctree import (
-    TOKEN_VARIABLE,
-    ProcessTree,
-    allow_descriptors,
-    become_subreaper,
-)
+from lane_runner.providers.proctree import ProcessTree, launch
 from lane_runner.providers.tasklog import TaskLog
 
 log = logging.getLogger(__name__)
@@ -213,14 +205,6 @@ class _Heartbeat:
             self._report()
 
 
-def user_ids(run_as: str | None) -> dict[str, Any]:
-    """``subprocess`` arguments that start a process as ``run_as`` (none when unset)."""
-    if not run_as:
-        return {}
-    entry = pwd.getpwnam(run_as)
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-
-
 def _widen(pipe_fd: int) -> None:
     try:
         fcntl.fcntl(pipe_fd, fcntl.F_SETPIPE_SZ, STDOUT_PIPE_SIZE)
@@ -304,24 +288,16 @@ class Supervisor:
         self._stderr = Tail(limit=16 * 1024)
 
     def run(self) -> Ended:
-        become_subreaper()
-        allow_descriptors()
-        token = uuid.uuid4().hex
-        group = AttemptGroup.create(token)
-        argv = self._argv if group is None or self._run_as else group.launcher(self._argv)
-        process = subprocess.Popen(
-            argv,
+        tree = launch(
+            self._argv,
+            env=self._env,
+            run_as=self._run_as,
             cwd=self._cwd,
-            env={**self._env, TOKEN_VARIABLE: token},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
-            **user_ids(self._run_as),
         )
-        if group is not None and self._run_as:
-            group.adopt(process.pid)
-        tree = ProcessTree(process, token, group)
+        process = tree.root
         assert process.stdin and process.stdout and process.stderr
         prompt = _Prompt(process.stdin, self._stdin)
         stopped: tuple[Classification, str] | None = None

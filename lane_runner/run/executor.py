@@ -136,8 +136,18 @@ class RunExecutor:
             return self._storage_failed(error)
         except BoardUnavailable as error:
             return self._hand_back(error)
+        except command.Cancelled as error:
+            return self._cut_short(error)
         finally:
             self.s.forget_run(self.run.id)
+
+    def _cut_short(self, error: command.Cancelled) -> RunReport:
+        """The shutdown ended a git command or hook of the run: left as a crash leaves it
+        (the next start resumes it, or commits a result the journal holds), uncounted."""
+        log.info("run %s cut short by the shutdown: %s", self.run.id, error)
+        if self.s.holds_result(self.task.board, self.task.id, self.run.id):
+            return self._report(RunEnd.PENDING, f"result kept in the journal: {error}")
+        return self._report(RunEnd.ABANDON, f"cut short: {error}")
 
     def _hand_back(self, error: BoardUnavailable) -> RunReport:
         """A board read the run needed failed: back to ready after a short wait, uncounted

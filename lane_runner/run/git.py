@@ -3,7 +3,8 @@
 With a worker user, every git command in a task's worktree runs as that user (its
 git configuration and credentials, never root's where the worker controls the
 repository: git's own ``safe.directory`` concern). Each runs under a deadline
-(``run/command.py``); a git that hangs is reported as git's failure, in git's words.
+(``run/command.py``); a git that hangs is reported as git's failure, in git's words,
+and one the shutdown ends raises ``command.Cancelled``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from pathlib import Path
 from lane_runner.run import command
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+#: git's automatic maintenance (gc) detaches from the call that starts it, and whatever
+#: a runner's git call leaves running is ended with it (``run/command.py``): it is never
+#: started, so nothing is cut half-way. The repository's owner maintains it as before.
+NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
 #: Seconds any one git command may take; a worktree add of a large repository fits.
 GIT_TIMEOUT = 300.0
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -42,7 +47,7 @@ def run(
 
     ``env`` adds to git's environment (an identity, an operator's ``worker_env``).
     """
-    argv = ["git", *args]
+    argv = ["git", *NO_AUTO_MAINTENANCE, *args]
     try:
         return command.run(
             argv, cwd=cwd, env=environment(owner, env), timeout=timeout, owner=owner, stdin=stdin

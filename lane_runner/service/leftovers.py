@@ -1,8 +1,12 @@
-"""Provider processes a killed daemon left behind, found and ended at the next start.
+"""Processes a killed daemon left behind, found and ended at the next start.
 
-A ``kill -9`` of the daemon orphans its CLI process trees (they run in their own
-sessions, so nothing signals them). Every worker carries ``LANE_RUNNER_NODE``
-and ``LANE_RUNNER_NODE_HOME`` (the home's real path) in its environment; at
+A ``kill -9`` of the daemon orphans its CLI process trees, and the git commands and
+hooks its runs and cleanup had started, with whatever those left in the background
+(they run in their own sessions, so nothing signals them). Every one of them
+carries ``LANE_RUNNER_NODE`` and ``LANE_RUNNER_NODE_HOME`` (the home's real path)
+in its environment (a CLI through the executor, a git command or hook through
+``command.Supervision``); where the host has cgroups, each also sits in a group of
+the dead daemon's, which ``cgroup.sweep`` ends whatever its environment. At
 start-up, holding the home lock, the daemon knows no other process of this node
 and home may legitimately run a worker, so any process still carrying both is a
 leftover. The home counts because a copy of a home carries the node id too: its
@@ -60,8 +64,8 @@ def find(node: str, proc: Path = Path("/proc"), *, home: Path | None = None) -> 
 
 
 def end(node: str, home: Path) -> list[int]:
-    """SIGKILL every leftover worker process of ``node`` in ``home``, and every process
-    left in a dead daemon's attempt cgroups (found by membership, whatever its
+    """SIGKILL every leftover process (CLI, git, hook) of ``node`` in ``home``, and every
+    process left in a dead daemon's cgroups (found by membership, whatever its
     environment); returns the PIDs signalled."""
     ended = cgroup.sweep()
     for pid in find(node, home=home):
@@ -78,7 +82,7 @@ def end(node: str, home: Path) -> list[int]:
         finally:
             os.close(pidfd)
     if ended:
-        log.warning("ended %d provider processes left by a previous daemon: %s", len(ended), ended)
+        log.warning("ended %d processes left by a previous daemon: %s", len(ended), ended)
     return ended
 
 

@@ -23,7 +23,8 @@ from lane_runner.errors import UsageError
 from lane_runner.home import WIRE_SCHEMA, Home
 from lane_runner.providers import ADAPTERS, adapter, user_ids, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
-from lane_runner.service import identity
+from lane_runner.run import command
+from lane_runner.service import identity, leftovers
 from lane_runner.service.activity import Activity
 from lane_runner.service.breaker import Breaker
 from lane_runner.service.ledger import Ledger
@@ -80,8 +81,14 @@ class Services:
         """Whether a thread of this runner still carries ``run_id`` (its follow-ups too)."""
         return run_id in self.run_cancels
 
+    def supervision(self) -> command.Supervision:
+        """What every git command and hook of this runner is under (``run/command.py``):
+        the shutdown ends it, and the markers let the next start find what it left."""
+        return command.Supervision(self.cancel, leftovers.markers(self.node, self.home.root))
+
     def cancel_all(self) -> None:
-        """Shutdown: end every run's provider process, and any routing call in flight."""
+        """Shutdown: end every run's provider process, git command and hook, and any
+        routing call in flight."""
         self.cancel.set()
         for event in list(self.run_cancels.values()):
             event.set()

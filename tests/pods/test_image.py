@@ -88,7 +88,7 @@ def survives_kill_and_stop(pod: Pod, grace: int) -> None:
     assert len(pod.board.running_runs(node)) == 2  # claimed still: the next start resumes them
     pod.start()
     wait(lambda: pod.board.counts()["done"] == 14, 900, "the long tasks done", pod.logs)
-    assert "grace period over: terminating 2 provider process trees" in pod.logs()
+    assert "grace period over: terminating 2 process trees" in pod.logs()
     assert_done_exactly_once(pod.board, [pod.home()])
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from lane_runner.board.model import NewTask, Task
 from lane_runner.board.sql import SqlBoard
-from lane_runner.service.leftovers import find as find_workers
 from tests import controls
+from tests.harness import cli_workers
 from tests.operator.test_commands import free_port
 
 from .conftest import BOARD, WORKSPACE, Fleet, Pod
@@ -47,7 +47,7 @@ class PodSite:
         return self.fleet.board
 
     def live_workers(self) -> list[int]:
-        return find_workers(self.pod.node)
+        return cli_workers(self.pod.node)
 
     def lane_state(self, task_id: str) -> dict[str, Any]:
         path = self.pod.home.lane_dir(BOARD) / f"{task_id}.json"

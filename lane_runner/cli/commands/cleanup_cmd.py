@@ -15,7 +15,7 @@ from typing import Any
 from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.home import Home
-from lane_runner.run import cleanup
+from lane_runner.run import cleanup, command
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
 
@@ -36,7 +36,10 @@ def run_cleanup(args: argparse.Namespace) -> int:
     with HomeLock(Home(cfg.home).lock_file, "cleanup"):
         services = build(cfg, binaries)
         try:
-            report = cleanup.sweep(services, cleanup.retention(cfg), time.time(), lambda: False)
+            with command.supervised(services.supervision()):  # a kill -9 leaves no hook behind
+                report = cleanup.sweep(
+                    services, cleanup.retention(cfg), time.time(), lambda: False
+                )
         finally:
             services.close()
     document = {
