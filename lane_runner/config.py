@@ -918,8 +918,8 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
     for name, raw in _read_file(path, named).items():
         if name not in KEYS_BY_NAME:
             raise UsageError(
-                f"unknown key {name!r} in {path}{suggest.hint(name, KEYS_BY_NAME)} "
-                "(see 'lane-runner config show')"
+                f"unknown key {name!r}{suggest.hint(name, KEYS_BY_NAME)} in {path}; "
+                "see 'lane-runner config show'"
             )
         values[name] = _parse(KEYS_BY_NAME[name], raw, str(path))
         sources[name] = str(path)
@@ -930,8 +930,8 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
         if name not in KEYS_BY_NAME:
             settings = (ENV_PREFIX + key.upper() for key in KEYS_BY_NAME)
             raise UsageError(
-                f"unknown setting {variable}{suggest.hint(variable, settings)} "
-                "(see 'lane-runner config show')"
+                f"unknown setting {variable}{suggest.hint(variable, settings)}; "
+                "see 'lane-runner config show'"
             )
         values[name] = _parse(KEYS_BY_NAME[name], raw, variable)
         sources[name] = variable

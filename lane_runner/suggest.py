@@ -18,6 +18,6 @@ def closest(word: str, names: Iterable[str]) -> str | None:
 
 
 def hint(word: str, names: Iterable[str]) -> str:
-    """``"; did you mean 'main'?"`` to append to an error, or ``""``."""
+    """``" (did you mean 'main'?)"`` to append to the name in an error, or ``""``."""
     found = closest(word, names)
-    return f"; did you mean {found!r}?" if found is not None else ""
+    return f" (did you mean {found!r}?)" if found is not None else ""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from lane_runner import __version__, redact
+from lane_runner import __version__, redact, suggest
 from lane_runner.cli import output
 from lane_runner.cli.commands import (
     board_cmd,
@@ -92,6 +92,21 @@ def _help_hint(command: str) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so every error is one line:
     the command it concerns, what was wrong, where help is."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a choice (a command, an action, ``--status``), saying the
+        closest one when the value is not among them (Python 3.14's ``suggest_on_error``
+        does the same; older ones do not)."""
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(choice) for choice in choices]
+            close = suggest.closest(str(value), names)
+            meant = f"; did you mean {close!r}?" if close is not None else ""
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r}{meant} (choose from {', '.join(dict.fromkeys(names))})",
+            )
+        super()._check_value(action, value)
 
     def error(self, message: str) -> NoReturn:
         command = _command_of(self.prog)

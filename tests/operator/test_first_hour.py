@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from lane_runner.board.model import Status
-from tests.harness import Lane
+from tests.harness import BOARD, Lane
 from tests.operator.console import console
 
 #: A PATH with the system's tools (git) and no agent CLI.
@@ -114,3 +114,55 @@ def test_an_unknown_config_key_suggests_the_one_meant(lane: Lane) -> None:
     done = console(lane, "task", "ls")
     assert done.returncode == 2 and "unknown key 'concurency'" in done.stderr
     assert "did you mean 'concurrency'?" in done.stderr
+
+
+def test_task_add_needs_no_board_with_one_and_refuses_a_task_without_a_workspace(
+    lane: Lane,
+) -> None:
+    added = console(lane, "task", "add", "--title", "t", "--workspace", str(lane.repo), "--json")
+    assert added.returncode == 0, added.stderr
+    assert orjson.loads(added.stdout)["board"] == BOARD
+    bare = console(lane, "task", "add", "--title", "no repository")
+    assert bare.returncode == 2 and "--workspace PATH" in bare.stderr
+    assert "blocked (capability)" in bare.stderr
+    assert [t.title for t in lane.tasks()] == ["t"]  # nothing written
+    lane.store.create_board("second")
+    several = console(lane, "task", "add", "--title", "t", "--workspace", str(lane.repo))
+    assert several.returncode == 2
+    assert f"several boards (second, {BOARD}): name one with --board" in several.stderr
+
+
+def test_task_retry_takes_several_ids_or_every_blocked_task_of_a_board(lane: Lane) -> None:
+    first, second, third = (lane.add(f"stuck {n}", body="[sim:blocked]").id for n in range(3))
+    assert console(lane, "run", "--until-idle").returncode == 4
+    assert {t.status for t in lane.tasks()} == {Status.BLOCKED}
+    done = console(lane, "task", "retry", first, second, "--comment", "fixed", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [(t["id"], t["status"]) for t in orjson.loads(done.stdout)] == [
+        (first, "ready"), (second, "ready")]
+    assert lane.board.get_task(third).status is Status.BLOCKED
+    typo = console(lane, "task", "retry", third, "nope")
+    assert typo.returncode == 2 and "'nope'" in typo.stderr
+    assert lane.board.get_task(third).status is Status.BLOCKED  # a typo changes nothing
+    every = console(lane, "task", "retry", "--blocked", "--board", BOARD)
+    assert every.returncode == 0, every.stderr
+    assert every.stdout == f"retried {BOARD}/{third} (now ready)\n"
+    assert {t.status for t in lane.tasks()} == {Status.READY}
+    none = console(lane, "task", "retry", "--blocked")  # one board: the default
+    assert (none.returncode, none.stdout) == (0, f"no blocked task on board {BOARD}\n")
+
+
+def test_a_mistyped_name_suggests_the_one_meant(lane: Lane) -> None:
+    task = lane.add("exists")
+    cases = {
+        ("staus",): "did you mean 'status'?",
+        ("task", "sho", task.id): "did you mean 'show'?",
+        ("task", "ls", "--status", "redy"): "did you mean 'ready'?",
+        ("task", "ls", "--board", "wrok"): "no board 'wrok' (did you mean 'work'?)",
+        ("task", "show", task.id[:-1]): f"(did you mean {task.id!r}?)",
+        ("task", "show", task.id[:-1], "--board", BOARD): f"(did you mean {task.id!r}?)",
+    }
+    for argv, said in cases.items():
+        done = console(lane, *argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert said in done.stderr, (argv, done.stderr)
