@@ -3,7 +3,8 @@
 Each command group lives in ``lane_runner/cli/commands/<group>.py`` and exposes
 ``register(subparsers)``; this module only assembles them and turns errors into
 exit codes: 0 ok, 2 usage or validation error, 1 anything else (some commands
-document more, e.g. ``recover`` exits 3 when work is left pending), 141 when the
+document more: ``recover`` exits 3 when work is left pending, ``run --until-idle`` 3
+when work was left waiting and 4 when some task ended blocked; docs/commands.md), 141 when the
 reader of the output went away (``| head``), and 70 for a bug (an unexpected
 exception: one line on stderr, the traceback in the debug log).
 """
@@ -71,7 +72,8 @@ DESCRIPTION = (
 EPILOG = (
     "Options --home, --log-format and --log-level may come before or after the command. "
     "Every command takes --json. Exit status: 0 ok, 1 failed, 2 bad input (nothing "
-    "written), 141 the reader of the output went away, 70 a bug."
+    "written), 141 the reader of the output went away, 70 a bug; 'run --until-idle': 4 "
+    "some task ended blocked or gave up, 3 work was left waiting (docs/commands.md)."
 )
 
 log = logging.getLogger("lane_runner")

@@ -43,7 +43,8 @@ def test_a_board_whose_daily_budget_is_spent_is_not_claimed_from(lane: Lane) -> 
 
 
 def test_a_task_budget_from_task_add_is_kept_and_checked(lane: Lane) -> None:
-    added = lane.cli("task", "add", "--board", BOARD, "--title", "t", "--max-cost-usd", "0.25",
+    added = lane.cli("task", "add", "--board", BOARD, "--title", "t", "--workspace", "repo",
+                     "--max-cost-usd", "0.25",
                      "--max-tokens", "5000", "--json")
     assert added.returncode == 0, added.stderr
     task = json.loads(added.stdout)

@@ -22,7 +22,13 @@ EXIT_PENDING = 3
 
 
 def register(subparsers: Any) -> None:
-    run = subparsers.add_parser("run", help="run the daemon: claim, route, supervise, commit")
+    run = subparsers.add_parser(
+        "run",
+        help="run the daemon: claim, route, supervise, commit",
+        description="Run the daemon: claim, route, supervise, commit. It refuses to start "
+        "(exit 2) when neither the codex nor the claude CLI is found (codex_bin, "
+        "claude_bin, else PATH) and simulate is off. It makes the home if it is missing.",
+    )
     run.add_argument(
         "--until-idle",
         action="store_true",
