@@ -12,6 +12,7 @@ names it, and is then read through ``files.read_operator_file``.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import tomllib
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lane_runner import files, redact
+from lane_runner import files, redact, suggest
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.names import (
@@ -61,6 +62,17 @@ def default_home(environ: Mapping[str, str] = os.environ) -> Path:
         return Path(environ["STATE_DIRECTORY"].split(":")[0])
     xdg = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(xdg) / "lane-runner"
+
+
+def default_home_source(environ: Mapping[str, str] = os.environ) -> str:
+    """Where ``default_home`` found the home, in the words of an error that names it."""
+    if environ.get("LANE_RUNNER_HOME"):
+        return "LANE_RUNNER_HOME"
+    if environ.get("STATE_DIRECTORY"):
+        return "STATE_DIRECTORY (systemd)"
+    if environ.get("XDG_DATA_HOME"):
+        return "the default, $XDG_DATA_HOME/lane-runner"
+    return "the default, ~/.local/share/lane-runner"
 
 
 # -- value parsers: each takes a TOML value or an environment string ---------------
@@ -129,13 +141,20 @@ def _boolean(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+def _plain(number: float) -> str:
+    """``2592000``, ``0.05``: a bound as people write it (``:g`` says ``2.592e+06``)."""
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
 def _number(minimum: float, maximum: float) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
-        if isinstance(value, bool):
-            raise ValueError("expected a number")
-        number = float(value)
+        wanted = f"expected a number from {_plain(minimum)} to {_plain(maximum)}"
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (ValueError, TypeError):
+            raise ValueError(wanted) from None  # never Python's "could not convert"
         if not minimum <= number <= maximum:
-            raise ValueError(f"expected a number from {minimum:g} to {maximum:g}")
+            raise ValueError(wanted)
         return number
 
     return parse
@@ -143,11 +162,15 @@ def _number(minimum: float, maximum: float) -> Callable[[Any], float]:
 
 def _integer(minimum: int, maximum: int) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
+        wanted = f"expected a whole number from {minimum} to {maximum}"
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError("expected a whole number")
-        number = int(value)
+            raise ValueError(wanted)
+        try:
+            number = int(value)
+        except (ValueError, TypeError):
+            raise ValueError(wanted) from None  # never Python's "invalid literal for int()"
         if not minimum <= number <= maximum:
-            raise ValueError(f"expected a whole number from {minimum} to {maximum}")
+            raise ValueError(wanted)
         return number
 
     return parse
@@ -847,7 +870,7 @@ def _parse(key: Key, raw: Any, where: str) -> Any:
     try:
         return key.parse(raw)
     except (ValueError, TypeError) as error:
-        shown = redact.text(f"{raw!r}: {error}")  # a bad board_url may hold a real password
+        shown = redact.text(f"{raw!r} ({error})")  # a bad board_url may hold a password
         raise UsageError(f"bad value for {key.name} in {where}: {shown}") from None
 
 
@@ -894,7 +917,10 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
     path, named = config_file(home, environ)
     for name, raw in _read_file(path, named).items():
         if name not in KEYS_BY_NAME:
-            raise UsageError(f"unknown key {name!r} in {path}; see 'lane-runner config show'")
+            raise UsageError(
+                f"unknown key {name!r}{suggest.hint(name, KEYS_BY_NAME)} in {path}; "
+                "see 'lane-runner config show'"
+            )
         values[name] = _parse(KEYS_BY_NAME[name], raw, str(path))
         sources[name] = str(path)
     for variable, raw in environ.items():
@@ -902,7 +928,11 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
             continue
         name = variable[len(ENV_PREFIX) :].lower()
         if name not in KEYS_BY_NAME:
-            raise UsageError(f"unknown setting {variable}; see 'lane-runner config show'")
+            settings = (ENV_PREFIX + key.upper() for key in KEYS_BY_NAME)
+            raise UsageError(
+                f"unknown setting {variable}{suggest.hint(variable, settings)}; "
+                "see 'lane-runner config show'"
+            )
         values[name] = _parse(KEYS_BY_NAME[name], raw, variable)
         sources[name] = variable
     return Config.of(home, values, sources)

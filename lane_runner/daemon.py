@@ -44,6 +44,7 @@ from lane_runner.service import (
     recovery,
     status,
     stuck,
+    usable,
     usage_share,
 )
 from lane_runner.service.health import Health
@@ -141,6 +142,7 @@ class Daemon:
         # Python stack on stderr, the operator's log, instead of a bare exit by signal.
         faulthandler.enable()
         binaries = preflight(self.cfg)  # a bad configuration leaves the home untouched
+        usable.require(binaries)  # no CLI at all: every claim would end blocked at once
         home_lock = HomeLock(Home(self.cfg.home).lock_file, "daemon")
         with home_lock:
             self.services = build(self.cfg, binaries)

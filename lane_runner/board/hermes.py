@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from lane_runner import files
+from lane_runner import files, suggest
 from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, Creating, HostWorkspace, WorkspaceUnusable
@@ -851,7 +851,8 @@ class HermesStore:
             return opened
         if slug not in self.board_slugs():
             raise NotFound(
-                f"no Hermes board {slug!r} served from {self.home}; create it with "
+                f"no Hermes board {slug!r} served from {self.home}"
+                f"{suggest.hint(slug, self.board_slugs())}; create it with "
                 f"'hermes kanban boards create {slug}' (see 'hermes kanban boards list')"
                 + (", and name it in the hermes_boards setting" if self._only else "")
             )

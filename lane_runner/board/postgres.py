@@ -61,6 +61,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
+from lane_runner import suggest
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Status
@@ -697,7 +698,10 @@ class PostgresStore:
             write=False,
         )
         if exists is None:
-            raise NotFound(f"no board {slug!r}; create it with 'lane-runner board create {slug}'")
+            raise NotFound(
+                f"no board {slug!r}{suggest.hint(slug, self.board_slugs())}; "
+                f"create it with 'lane-runner board create {slug}'"
+            )
         return self._open(slug)
 
     def delete_board(self, slug: str, *, force: bool = False) -> int:

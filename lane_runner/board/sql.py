@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
+from lane_runner import suggest
 from lane_runner.board import rules
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import (
@@ -284,8 +285,10 @@ class SqlBoard:
     def _task(self, connection: Connection, task_id: str, *, lock: bool = False) -> Task:
         row = self._task_row(connection, task_id, lock=lock)
         if row is None:
+            listed = self._q(connection, "SELECT id FROM tasks WHERE board = :board")
+            ids = [found["id"] for found in listed]  # for "did you mean"
             raise NotFound(
-                f"no task {task_id!r} on board {self.slug!r}; "
+                f"no task {task_id!r} on board {self.slug!r}{suggest.hint(task_id, ids)}; "
                 f"see 'lane-runner task ls --board {self.slug}'"
             )
         return task_from_row(row, self.slug, self._parents(connection, task_id))

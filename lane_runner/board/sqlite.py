@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from lane_runner import files
+from lane_runner import files, suggest
 from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.fileconn import FileConnection, Identity
@@ -441,7 +441,8 @@ class SqliteStore:
                 return opened[0]
             if not path.is_file():
                 raise NotFound(
-                    f"no board {slug!r}; create it with 'lane-runner board create {slug}'"
+                    f"no board {slug!r}{suggest.hint(slug, self.board_slugs())}; "
+                    f"create it with 'lane-runner board create {slug}'"
                 )
             try:
                 _refuse_links(slug, path)

@@ -13,15 +13,33 @@ import math
 from collections.abc import Callable
 
 from lane_runner import config
+from lane_runner.errors import NotFound
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-def load_config(args: argparse.Namespace) -> config.Config:
-    """The configuration of the home ``--home`` names (else the default home)."""
-    return config.load(args.home)
+class HomeNotFound(NotFound):
+    """The home a command reads does not exist (exit 2, as any name not found)."""
+
+
+def load_config(args: argparse.Namespace, *, needs_home: bool = True) -> config.Config:
+    """The configuration of the home ``--home`` names (else the default home).
+
+    A command that only reads (``task ls``, ``status``...) refuses a home that does not
+    exist, naming it and where its path came from: a mistyped ``--home`` would otherwise
+    show an empty world, or be created by the read. Commands that make a home (``run``,
+    ``board create``) or report on a missing one (``doctor``) pass ``needs_home=False``.
+    """
+    cfg = config.load(args.home)
+    if needs_home and not cfg.home.is_dir():
+        origin = "the --home option" if args.home else config.default_home_source()
+        raise HomeNotFound(
+            f"no lane-runner home at {cfg.home} (from {origin}): check the path, or make "
+            "the home with 'lane-runner board create NAME' (or 'lane-runner run')"
+        )
+    return cfg
 
 
 def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:

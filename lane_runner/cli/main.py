@@ -3,7 +3,8 @@
 Each command group lives in ``lane_runner/cli/commands/<group>.py`` and exposes
 ``register(subparsers)``; this module only assembles them and turns errors into
 exit codes: 0 ok, 2 usage or validation error, 1 anything else (some commands
-document more, e.g. ``recover`` exits 3 when work is left pending), 141 when the
+document more: ``recover`` exits 3 when work is left pending, ``run --until-idle`` 3
+when work was left waiting and 4 when some task ended blocked; docs/commands.md), 141 when the
 reader of the output went away (``| head``), and 70 for a bug (an unexpected
 exception: one line on stderr, the traceback in the debug log).
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from lane_runner import __version__, redact
+from lane_runner import __version__, redact, suggest
 from lane_runner.cli import output
 from lane_runner.cli.commands import (
     board_cmd,
@@ -71,7 +72,8 @@ DESCRIPTION = (
 EPILOG = (
     "Options --home, --log-format and --log-level may come before or after the command. "
     "Every command takes --json. Exit status: 0 ok, 1 failed, 2 bad input (nothing "
-    "written), 141 the reader of the output went away, 70 a bug."
+    "written), 141 the reader of the output went away, 70 a bug; 'run --until-idle': 4 "
+    "some task ended blocked or gave up, 3 work was left waiting (docs/commands.md)."
 )
 
 log = logging.getLogger("lane_runner")
@@ -92,6 +94,21 @@ def _help_hint(command: str) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so every error is one line:
     the command it concerns, what was wrong, where help is."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a choice (a command, an action, ``--status``), saying the
+        closest one when the value is not among them (Python 3.14's ``suggest_on_error``
+        does the same; older ones do not)."""
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(choice) for choice in choices]
+            close = suggest.closest(str(value), names)
+            meant = f"; did you mean {close!r}?" if close is not None else ""
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r}{meant} (choose from {', '.join(dict.fromkeys(names))})",
+            )
+        super()._check_value(action, value)
 
     def error(self, message: str) -> NoReturn:
         command = _command_of(self.prog)

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from lane_runner import suggest
 from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Comment, Event, Run, Task
 from lane_runner.board.rules import MAX_BODY_BYTES
@@ -52,7 +53,25 @@ def board_of(store: Store, task_id: str, slug: str | None) -> str:
     if holders:
         return holders[0]
     unread = f"; boards not readable now: {', '.join(unreadable)}" if unreadable else ""
-    raise NotFound(f"no task {task_id!r} on any board{unread} (see 'lane-runner task ls')")
+    known = [task.id for each in store.board_slugs() if each not in unreadable
+             for task in store.board(each).list_tasks()]
+    raise NotFound(
+        f"no task {task_id!r} on any board{suggest.hint(task_id, known)}{unread} "
+        "(see 'lane-runner task ls')"
+    )
+
+
+def only_board(store: Store, slug: str | None) -> str:
+    """The board ``--board`` names, else the home's one board: with one board, naming it
+    is no information. UsageError when there is none or several (naming them)."""
+    if slug is not None:
+        return slug
+    slugs = list(store.board_slugs())
+    if len(slugs) == 1:
+        return slugs[0]
+    if not slugs:
+        raise UsageError("no board yet: create one with 'lane-runner board create NAME'")
+    raise UsageError(f"several boards ({', '.join(slugs)}): name one with --board")
 
 
 def task_board(store: Store, args: argparse.Namespace) -> Board:

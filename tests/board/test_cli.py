@@ -17,8 +17,10 @@ LANE_RUNNER = str(Path(sys.executable).with_name("lane-runner"))
 
 
 class Cli:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, repo: Path) -> None:
         self.home = home
+        #: ``task add`` in the workspace tasks are filed with (it needs one)
+        self.add_task = ("task", "add", "--workspace", str(repo))
 
     def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("LANE_RUNNER_")}
@@ -46,7 +48,10 @@ class Cli:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    runner = Cli(tmp_path / "home")
+    repo = tmp_path / "work"
+    git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
+    runner = Cli(tmp_path / "home", repo)
     runner.ok("board", "create", "main")
     return runner
 
@@ -71,7 +76,7 @@ def test_file_list_and_show(cli: Cli, tmp_path: Path) -> None:
     assert (parent["workspace"], parent["max_runtime"], parent["goal_turns"]) == (
         str(repo), 600.0, 3,
     )
-    assert cli.ok("task", "add", "--board", "main", "--title", "second", "--parent", "a",
+    assert cli.ok(*cli.add_task, "--board", "main", "--title", "second", "--parent", "a",
                   "--body-file", "-", stdin="from stdin").startswith("added main/t-")
 
     listing = cli.ok("task", "ls")
@@ -105,7 +110,7 @@ def test_file_list_and_show(cli: Cli, tmp_path: Path) -> None:
 
 def test_board_ls(cli: Cli) -> None:
     cli.ok("board", "create", "second")
-    cli.ok("task", "add", "--board", "second", "--title", "t")
+    cli.ok(*cli.add_task, "--board", "second", "--title", "t")
     boards = cli.json("board", "ls")
     assert boards == [
         {"board": "main", "available": True, "error": None,
@@ -117,7 +122,7 @@ def test_board_ls(cli: Cli) -> None:
 
 
 def test_corrupt_board_is_listed_as_unavailable(cli: Cli) -> None:
-    cli.ok("task", "add", "--board", "main", "--title", "t")
+    cli.ok(*cli.add_task, "--board", "main", "--title", "t")
     (cli.home / "boards" / "broken.db").write_bytes(b"not sqlite" * 50)
     boards = cli.json("board", "ls")
     assert isinstance(boards, list)
@@ -128,7 +133,7 @@ def test_corrupt_board_is_listed_as_unavailable(cli: Cli) -> None:
 
 
 def test_unblock_and_archive(cli: Cli) -> None:
-    cli.ok("task", "add", "--board", "main", "--title", "t", "--id", "t")
+    cli.ok(*cli.add_task, "--board", "main", "--title", "t", "--id", "t")
     assert "not blocked" in cli.refused("task", "unblock", "--board", "main", "t")
     archived = cli.json("task", "archive", "--board", "main", "t")
     assert isinstance(archived, dict) and archived["status"] == "archived"
@@ -137,16 +142,16 @@ def test_unblock_and_archive(cli: Cli) -> None:
 
 def test_bad_input_writes_nothing(cli: Cli, tmp_path: Path) -> None:
     cli.ok("board", "create", "other")
-    cli.ok("task", "add", "--board", "other", "--title", "elsewhere", "--id", "p")
-    cli.ok("task", "add", "--board", "main", "--title", "t", "--id", "t")
+    cli.ok(*cli.add_task, "--board", "other", "--title", "elsewhere", "--id", "p")
+    cli.ok(*cli.add_task, "--board", "main", "--title", "t", "--id", "t")
     before = cli.json("task", "ls")
     big = tmp_path / "big"
     big.write_bytes(b"x" * (256 * 1024 + 1))
-    add = ("task", "add", "--board", "main", "--title", "x")
+    add = (*cli.add_task, "--board", "main", "--title", "x")
     cases = [
-        ("invalid board", ("task", "add", "--board", "../etc", "--title", "x")),
+        ("invalid board", (*cli.add_task, "--board", "../etc", "--title", "x")),
         ("invalid task id", (*add, "--id", "a/b")),
-        ("board create", ("task", "add", "--board", "nope", "--title", "x")),
+        ("board create", (*cli.add_task, "--board", "nope", "--title", "x")),
         ("cycle", (*add, "--id", "loop", "--parent", "loop")),
         ("same board", (*add, "--parent", "p")),
         ("256 KiB", (*add, "--body-file", str(big))),

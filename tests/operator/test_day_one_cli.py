@@ -20,6 +20,8 @@ from tests.operator.console import closed_pipe, console, json_of, script
 
 #: 128 + SIGPIPE: what a shell reports for git or kubectl whose reader went away.
 READER_GONE = 141
+#: ``task add`` in the lane's repository (a relative path: the console runs in the home).
+ADD = ["task", "add", "--workspace", "repo"]
 
 
 @pytest.mark.parametrize(
@@ -91,18 +93,18 @@ def test_logs_and_demo_take_json(lane: Lane) -> None:
         (["--bogus"], "unrecognized argument '--bogus'"),
         (["task", "ls", "--bogus"], "task ls: unrecognized argument '--bogus'"),
         (["task", "ls", "--status", "weird"], "argument --status: invalid choice: 'weird'"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--priority", "high"],
+        ([*ADD, "--board", BOARD, "--title", "x", "--priority", "high"],
          "argument --priority: invalid int value: 'high'"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--goal-turns", "0"],
+        ([*ADD, "--board", BOARD, "--title", "x", "--goal-turns", "0"],
          "argument --goal-turns: at least 1, not 0"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--max-runtime", "-5"],
+        ([*ADD, "--board", BOARD, "--title", "x", "--max-runtime", "-5"],
          "argument --max-runtime: more than 0 seconds, not -5"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--max-retries", "-1"],
+        ([*ADD, "--board", BOARD, "--title", "x", "--max-retries", "-1"],
          "argument --max-retries: from 0 to 1000, not -1"),
-        (["task", "add", "--board", BOARD, "--title", " "], "--title"),
-        (["task", "add", "--board", "nope", "--title", "x"], "'nope'"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--assignee", "bob"], "'bob'"),
-        (["task", "add", "--board", BOARD, "--title", "x", "--parent", "zzz"], "'zzz'"),
+        ([*ADD, "--board", BOARD, "--title", " "], "--title"),
+        ([*ADD, "--board", "nope", "--title", "x"], "'nope'"),
+        ([*ADD, "--board", BOARD, "--title", "x", "--assignee", "bob"], "'bob'"),
+        ([*ADD, "--board", BOARD, "--title", "x", "--parent", "zzz"], "'zzz'"),
         (["task", "show", "nope"], "'nope'"),
         (["pause", "--timeout", "5"], "--timeout"),
         (["board", "create", "a/b"], "'a/b'"),

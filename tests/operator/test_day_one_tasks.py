@@ -70,7 +70,7 @@ def test_task_add_checks_the_workspace_as_the_worker_user(lane: Lane) -> None:
 
 def test_task_edit_changes_what_was_filed(lane: Lane, site: Store, tmp_path: Path) -> None:
     task = json_of(console(lane, "task", "add", "--board", BOARD, "--title", "first",
-                           "--json"))
+                           "--workspace", "repo", "--json"))
     edited = json_of(console(
         lane, "task", "edit", task["id"], "--title", "second", "--body", "more detail",
         "--assignee", "cli-claude-low", "--priority", "7", "--workspace", str(lane.repo),
@@ -115,7 +115,7 @@ def test_task_retry_reopens_a_blocked_task_with_a_comment(lane: Lane, site: Stor
 
 def test_task_delete_and_board_delete(lane: Lane, site: Store) -> None:
     task = json_of(console(lane, "task", "add", "--board", BOARD, "--title", "gone",
-                           "--json"))
+                           "--workspace", "repo", "--json"))
     assert "only archived tasks are deleted" in refused(lane, "task", "delete", task["id"])
     deleted = json_of(console(lane, "task", "delete", task["id"], "--force", "--json"))
     assert deleted["deleted"]["id"] == task["id"]

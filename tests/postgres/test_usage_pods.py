@@ -39,11 +39,11 @@ def test_a_task_retried_on_another_pod_is_blocked_once_both_spends_cross_its_bud
     for pod in (first, second):
         pod.write_config(prices=PRICES)
     task = add(fleet, "stuck", "[sim:blocked] cannot go on", max_cost_usd=1.5 * TURN)
-    assert first.start("--until-idle").wait(timeout=120) == 0, first.log_tail()
+    assert first.start("--until-idle").wait(timeout=120) == 4, first.log_tail()  # blocked
     stopped = fleet.board.get_task(task.id)
     assert stopped.status is Status.BLOCKED and stopped.block_kind is not BlockKind.BUDGET
     fleet.board.retry(task.id, "try again")
-    assert second.start("--until-idle").wait(timeout=120) == 0, second.log_tail()
+    assert second.start("--until-idle").wait(timeout=120) == 4, second.log_tail()  # budget
     blocked = fleet.board.get_task(task.id)
     assert blocked.block_kind is BlockKind.BUDGET, blocked
     assert f"${2 * TURN:.4f} and 2,560 tokens so far" in (blocked.block_reason or "")

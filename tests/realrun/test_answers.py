@@ -41,7 +41,7 @@ def test_the_answers_real_clis_hand_over_are_judged_as_the_readme_says(
     killed = add("killed", "codex", [
         {"attempts": [{"shell": "kill -9 $PPID"}, {"answer": answer("done the second time")}]},
         {"answer": answer("done the second time")}])
-    assert real_lane.start("--until-idle").wait(timeout=400) == 0
+    assert real_lane.start("--until-idle").wait(timeout=400) == 4  # two end blocked
     task = {key: real_lane.board.get_task(found.id) for key, found in tasks.items()}
 
     # goal mode: the incomplete turn is continued in the same codex thread, with the reason

@@ -125,7 +125,7 @@ def test_a_token_budget_crossed_mid_run_ends_the_tree_and_blocks_the_task(
         {"answer": answer("made three files", ["one.txt", "two.txt", "three.txt"])},
     ])
     task = real_lane.add(name, assignee="cli-claude-low")
-    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    assert real_lane.start("--until-idle").wait(timeout=300) == 4  # blocked: budget
     blocked = real_lane.board.get_task(task.id)
     assert (blocked.status, blocked.block_kind) == (Status.BLOCKED, BlockKind.BUDGET), (
         blocked, real_lane.task_log(task.id)[-3000:])
@@ -155,7 +155,7 @@ def test_a_dollar_budget_given_at_task_add_stops_the_goal_between_turns(
     ])
     task_id = real_lane.add(name, assignee="cli-codex-low", goal_turns=3,
                             max_cost_usd=0.0005).id
-    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    assert real_lane.start("--until-idle").wait(timeout=300) == 4  # blocked: budget
     blocked = real_lane.board.get_task(task_id)
     assert (blocked.status, blocked.block_kind) == (Status.BLOCKED, BlockKind.BUDGET), (
         blocked, real_lane.task_log(task_id)[-3000:])
@@ -181,7 +181,7 @@ def test_claude_is_given_what_is_left_of_a_dollar_budget_and_stops_itself_there(
         {"answer": answer("made two files", ["one.txt", "two.txt"])},
     ])
     task = real_lane.add(name, assignee="cli-claude-low")
-    assert real_lane.start("--until-idle").wait(timeout=300) == 0
+    assert real_lane.start("--until-idle").wait(timeout=300) == 4  # blocked: budget
     blocked = real_lane.board.get_task(task.id)
     assert (blocked.status, blocked.block_kind) == (Status.BLOCKED, BlockKind.BUDGET), (
         blocked, real_lane.task_log(task.id)[-3000:])

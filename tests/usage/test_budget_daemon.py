@@ -43,7 +43,8 @@ def test_a_board_whose_daily_budget_is_spent_is_not_claimed_from(lane: Lane) -> 
 
 
 def test_a_task_budget_from_task_add_is_kept_and_checked(lane: Lane) -> None:
-    added = lane.cli("task", "add", "--board", BOARD, "--title", "t", "--max-cost-usd", "0.25",
+    added = lane.cli("task", "add", "--board", BOARD, "--title", "t", "--workspace", "repo",
+                     "--max-cost-usd", "0.25",
                      "--max-tokens", "5000", "--json")
     assert added.returncode == 0, added.stderr
     task = json.loads(added.stdout)
@@ -61,7 +62,7 @@ def test_when_every_provider_names_its_reset_the_task_waits_for_the_first(lane: 
     lane.write_config(cooldown_limit=1)  # a cooldown would block the task at once
     task = lane.add("[sim@claude:capacity:7200] [sim@codex:capacity:10800]",
                     assignee="cli-claude-low")
-    assert lane.start("--until-idle").wait(timeout=120) == 0
+    assert lane.start("--until-idle").wait(timeout=120) == 3  # left waiting for the reset
     parked = lane.board.get_task(task.id)
     assert parked.status is Status.READY and parked.failure_count == 0
     assert parked.next_attempt_at is not None
@@ -87,7 +88,7 @@ def test_a_task_blocked_for_its_budget_runs_again_once_the_budget_is_raised(lane
     retried, it works its turns (and ends for its own reason)."""
     task = lane.add("[sim:incomplete] more to do", assignee="cli-codex-low", goal_turns=2,
                     max_tokens=1000)
-    assert lane.start("--until-idle").wait(timeout=120) == 0
+    assert lane.start("--until-idle").wait(timeout=120) == 4  # blocked: budget
     blocked = lane.board.get_task(task.id)
     assert blocked.block_kind is BlockKind.BUDGET, blocked
     assert "budget of 1000 tokens is spent: $0.0000 (+1 unpriced) and 1,280 tokens" in (
@@ -95,7 +96,7 @@ def test_a_task_blocked_for_its_budget_runs_again_once_the_budget_is_raised(lane
     raised = lane.cli("task", "edit", task.id, "--max-tokens", "100000")
     assert raised.returncode == 0, raised.stderr
     assert lane.cli("task", "retry", task.id).returncode == 0
-    assert lane.start("--until-idle").wait(timeout=120) == 0
+    assert lane.start("--until-idle").wait(timeout=120) == 4  # blocked: needs input
     again = lane.board.get_task(task.id)
     assert again.status is Status.BLOCKED and again.block_kind is BlockKind.NEEDS_INPUT, again
     spent = json.loads(lane.cli("task", "show", task.id, "--json").stdout)["usage"]

@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def create_board(args: argparse.Namespace) -> int:
-    with closing(open_store(load_config(args))) as store:
+    with closing(open_store(load_config(args, needs_home=False))) as store:
         board = store.create_board(args.name)
         counts = board.counts()
     if args.json:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from typing import Any
 
-from lane_runner.board.base import BoardUnavailable, HostedBoard
-from lane_runner.board.model import Status
-from lane_runner.cli import dryrun
+from lane_runner.cli import batch, dryrun
 from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
-from lane_runner.service import breaker, identity, recovery
+from lane_runner.service import identity, recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
 
@@ -25,12 +22,20 @@ EXIT_PENDING = 3
 
 
 def register(subparsers: Any) -> None:
-    run = subparsers.add_parser("run", help="run the daemon: claim, route, supervise, commit")
+    run = subparsers.add_parser(
+        "run",
+        help="run the daemon: claim, route, supervise, commit",
+        description="Run the daemon: claim, route, supervise, commit. It refuses to start "
+        "(exit 2) when neither the codex nor the claude CLI is found (codex_bin, "
+        "claude_bin, else PATH) and simulate is off. It makes the home if it is missing.",
+    )
     run.add_argument(
         "--until-idle",
         action="store_true",
         help="exit once no task is ready or running (for batch use and tests); tasks "
-        "cooling down after a capacity wait count as not ready, and are named at exit",
+        "cooling down or held by the storm breaker are not waited for, and are named at "
+        "exit. Exit status: 0 every task it ran is done; 4 some ended blocked or gave up; "
+        "3 work was left waiting; 2 bad input or configuration (docs/commands.md)",
     )
     run.add_argument(
         "--dry-run",
@@ -39,7 +44,10 @@ def register(subparsers: Any) -> None:
         "(exit 1 when one cannot be routed)",
     )
     run.add_argument("--board", help="with --dry-run: one board (default: all)")
-    add_json_flag(run)
+    run.add_argument(
+        "--json", action="store_true",
+        help="with --dry-run: the previews; with --until-idle: what the batch did, as JSON",
+    )
     run.set_defaults(handler=run_daemon)
     rec = subparsers.add_parser(
         "recover", help="replay the journal and hand back orphaned runs (exit 3: some must wait)"
@@ -60,64 +68,23 @@ def register(subparsers: Any) -> None:
     rec.set_defaults(handler=run_recover)
 
 
-def _idle(daemon: Daemon) -> bool:
-    """Nothing ready or running anywhere; a board we cannot read might still have work.
-
-    A ready task cooling down (``next_attempt_at`` in the future) is not ready: a batch
-    would otherwise wait out every capacity cooldown, up to ``cooldown_max`` each. Nor is
-    one the storm breaker holds back (its workspace or board broken, no probe due): it
-    waits for an operator, who would otherwise find the batch still running.
-    """
-    if daemon.workers or daemon.pending_finalizations:
-        return False
-    now = time.time()
-    trips = daemon.services.breaker.trips()
-    cooling: list[str] = []
-    held: list[str] = []
-    try:
-        for slug in daemon.services.store.board_slugs():
-            board = daemon.services.store.board(slug)
-            if isinstance(board, HostedBoard):
-                # Another program's board: its ready tasks of other lanes are not ours to
-                # judge, so only this runner's lanes count, cooling down or not.
-                counts = board.lane_counts(daemon.cfg.default_assignee)
-                if counts.get("ready", 0) or counts.get("running", 0):
-                    return False
-                continue
-            counts = board.counts()
-            if counts.get("running", 0):
-                return False
-            if not counts.get("ready", 0):
-                continue
-            for task in board.list_tasks(Status.READY):
-                if task.next_attempt_at is not None and task.next_attempt_at > now:
-                    cooling.append(f"{slug}/{task.id} ({task.next_attempt_at - now:.0f} s)")
-                    continue
-                trip = breaker.holding(trips, slug, task.workspace)
-                if trip is None or trip.probe_at <= now:
-                    return False
-                held.append(f"{slug}/{task.id} ({trip.scope})")
-    except BoardUnavailable:
-        return False
-    if cooling:
-        log.info(
-            "idle: %d task(s) cooling down, not waited for: %s", len(cooling), ", ".join(cooling)
-        )
-    if held:
-        log.warning(
-            "idle: %d task(s) held back by the storm breaker, not waited for: %s "
-            "('lane-runner health show')", len(held), ", ".join(held),
-        )
-    return True
-
-
 def run_daemon(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
+    cfg = load_config(args, needs_home=not args.dry_run)  # the daemon makes its home
     if args.dry_run:
         return dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
-    if args.board or args.json:
-        raise UsageError("--board and --json go with --dry-run; the daemon serves every board")
-    return Daemon(cfg, until=_idle if args.until_idle else None).serve()
+    if args.board:
+        raise UsageError("--board goes with --dry-run; the daemon serves every board")
+    if not args.until_idle:
+        if args.json:
+            raise UsageError("--json goes with --dry-run or --until-idle")
+        return Daemon(cfg).serve()
+    idle = batch.IdleWatch()
+    daemon = Daemon(cfg, until=idle)
+    served = daemon.serve()
+    if not idle.reached:  # stopped by a signal before the work was done
+        return served
+    found = batch.report(cfg, daemon.services.node, daemon.started_at, idle.waiting)
+    return batch.show(found, args.json)
 
 
 def run_recover(args: argparse.Namespace) -> int:

@@ -8,23 +8,27 @@ command to use.
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import closing
 from typing import Any
 
+from lane_runner import redact
 from lane_runner.board import open_store
-from lane_runner.board.model import TaskEdit
+from lane_runner.board.model import Status, Task, TaskEdit
 from lane_runner.board.rules import MAX_RETRIES
-from lane_runner.cli.arguments import dollars, load_config, seconds, whole
+from lane_runner.cli.arguments import add_json_flag, dollars, load_config, seconds, whole
 from lane_runner.cli.output import print_json
 from lane_runner.cli.tasks import (
+    board_of,
     checked_workspace,
+    only_board,
     read_body,
     report,
     task_board,
     task_document,
     task_target,
 )
-from lane_runner.errors import UsageError
+from lane_runner.errors import LaneRunnerError, UsageError
 
 RETRIED = "retried by an operator: failures reset"
 
@@ -51,9 +55,16 @@ def register_actions(commands: Any) -> None:
     edit.set_defaults(handler=edit_task)
 
     retry = commands.add_parser(
-        "retry", help="a blocked task back to ready, its failures reset, with a comment"
+        "retry", help="blocked tasks back to ready, their failures reset, with a comment"
     )
-    task_target(retry)
+    retry.add_argument("tasks", nargs="*", metavar="TASK", help="the task ids")
+    retry.add_argument(
+        "--blocked", action="store_true", help="every blocked task of the board, instead of ids"
+    )
+    retry.add_argument(
+        "--board", help="the tasks' board (needed with --blocked when the home has several)"
+    )
+    add_json_flag(retry)
     retry.add_argument(
         "--comment", default=RETRIED, help="what changed, for the next run to read"
     )
@@ -102,9 +113,37 @@ def edit_task(args: argparse.Namespace) -> int:
 
 
 def retry_task(args: argparse.Namespace) -> int:
+    """Each task named (or every blocked one of the board) back to ready, one transaction
+    each. Every id is found before any is retried, so a typo changes nothing; a task that
+    cannot be retried (not blocked, running) is said and the others still are (exit 1)."""
+    if args.blocked == bool(args.tasks):
+        raise UsageError("task retry: name the task ids, or --blocked for all of a board's")
+    retried: list[Task] = []
+    refused: list[str] = []
     with closing(open_store(load_config(args))) as store:
-        task = task_board(store, args).retry(args.task, args.comment, author=args.author)
-    return report(args, task, "retried")
+        if args.blocked:
+            slug = only_board(store, args.board)
+            targets = [(slug, task.id) for task in store.board(slug).list_tasks(Status.BLOCKED)]
+        else:
+            targets = [(board_of(store, task_id, args.board), task_id) for task_id in args.tasks]
+        for slug, task_id in targets:
+            try:
+                retried.append(store.board(slug).retry(task_id, args.comment, author=args.author))
+            except LaneRunnerError as error:
+                if len(targets) == 1:
+                    raise  # one task: its error is the command's, as for any other
+                refused.append(f"{slug}/{task_id}: {error}")
+    if args.json:
+        documents = [task_document(task) for task in retried]
+        print_json(documents[0] if len(args.tasks) == 1 and documents else documents)
+    else:
+        for task in retried:
+            print(f"retried {task.board}/{task.id} (now {task.status})")
+        if args.blocked and not targets:
+            print(f"no blocked task on board {slug}")
+    for line in refused:
+        print(f"lane-runner: {redact.text(line)}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def delete_task(args: argparse.Namespace) -> int:

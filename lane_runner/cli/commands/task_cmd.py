@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from lane_runner.board import open_store
-from lane_runner.board.base import Board, BoardUnavailable, Store
+from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli import dryrun
@@ -25,6 +25,7 @@ from lane_runner.cli.tasks import (
     checked_workspace,
     comment_document,
     event_document,
+    only_board,
     read_body,
     report,
     run_document,
@@ -48,7 +49,7 @@ def register(subparsers: Any) -> None:
     commands = group.add_subparsers(dest="task_command", metavar="ACTION", required=True)
 
     add = commands.add_parser("add", help="file a task on a board")
-    add.add_argument("--board", required=True)
+    add.add_argument("--board", help="the board (default: the home's one board)")
     add.add_argument("--title", required=True)
     body = add.add_mutually_exclusive_group()
     body.add_argument("--body", default="", help="the task text")
@@ -57,7 +58,8 @@ def register(subparsers: Any) -> None:
     add.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>")
     add.add_argument(
         "--workspace",
-        help="the git repository the task works in (checked now: it must have a commit)",
+        help="the git repository the task works in (checked now: it must have a commit); "
+        "needed unless the board's host makes workspaces (Hermes)",
     )
     add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
     add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
@@ -153,7 +155,13 @@ def add_task(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
     )
     with closing(open_store(cfg)) as store:
-        task = store.board(args.board).add_task(new)
+        board = store.board(only_board(store, args.board))
+        if new.workspace is None and not isinstance(board, HostedBoard):
+            raise UsageError(
+                "task add: name the git repository the task works in with --workspace PATH; "
+                "without one its run would be blocked (capability)"
+            )
+        task = board.add_task(new)
     if args.json:
         print_json(task_document(task))
     else:
