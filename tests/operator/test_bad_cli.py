@@ -1,5 +1,5 @@
 """A CLI path that cannot work (missing, not executable, another program) is refused
-up front with the reason, exit 2, and the home is left as it was (here: not made)."""
+up front with the reason, exit 2, and the home is left as it was (``run``'s not made)."""
 
 from __future__ import annotations
 
@@ -32,13 +32,20 @@ def test_a_bad_codex_bin_is_refused_and_changes_nothing(
     home = tmp_path / "home"
     codex = _bad(tmp_path, kind)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANE_RUNNER_CODEX_BIN": str(codex)}
-    done = subprocess.run(
-        [sys.executable, "-m", "lane_runner.cli.main", "--home", str(home), *command],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
+
+    def lane_runner(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lane_runner.cli.main", "--home", str(home), *args],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+
+    if command == ["recover"]:  # recover needs a home (a missing one is refused first)
+        assert lane_runner("board", "create", "main").returncode == 0
+    before = sorted(home.rglob("*")) if home.exists() else None
+    done = lane_runner(*command)
     assert done.returncode == 2, done.stderr
     expected = ("is not the codex CLI: its --version said 'hello, I am not codex'"
                 if kind == "wrong-program" else "is missing or not executable")
     assert f"codex_bin '{codex}' {expected}; fix it or unset it" in done.stderr
     assert "Traceback" not in done.stderr
-    assert not home.exists()
+    assert (sorted(home.rglob("*")) if home.exists() else None) == before

@@ -195,3 +195,15 @@ def test_the_docs_name_no_install_that_fails() -> None:
     read = "".join(page.read_text() for page in pages)
     assert "lane-runner[" not in read
     assert "pip install '.[hermes]'" in read and "pip install '.[postgres]'" in read
+
+
+def test_run_makes_the_home_it_is_given_and_a_dry_run_does_not(lane: Lane, tmp_path: Path) -> None:
+    """``run`` is how a home starts (as ``board create`` is); a dry run only reads."""
+    home = tmp_path / "new-home"
+    looked = console(lane, "--home", str(home), "run", "--dry-run")
+    assert looked.returncode == 2 and "no lane-runner home" in looked.stderr
+    assert not home.exists()
+    ran = console(lane, "--home", str(home), "run", "--until-idle",
+                  env={"LANE_RUNNER_SIMULATE": "true"})
+    assert ran.returncode == 0, ran.stderr
+    assert home.is_dir()

@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
-    cfg = load_config(args, needs_home=not args.dry_run)  # the daemon makes its home
+    cfg = load_config(args, needs_home=args.dry_run)  # the daemon makes its home; a dry run reads
     if args.dry_run:
         return dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
     if args.board:
