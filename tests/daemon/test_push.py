@@ -27,7 +27,8 @@ def ref(repository: Path, name: str) -> str | None:
 
 
 def comments(lane: Lane, task_id: str) -> list[str]:
-    return [c.body for c in lane.board.comments(task_id)]
+    """The comments' words, without the delivery key line of a follow-up's comment."""
+    return [c.body.split("\n\nLane-Delivery: ")[0] for c in lane.board.comments(task_id)]
 
 
 def run_until_idle(lane: Lane) -> None:
@@ -44,9 +45,28 @@ def test_a_done_task_is_pushed_to_the_remote_and_said_so(lane: Lane) -> None:
     pushed = ref(remote, f"refs/heads/{branch}")
     assert pushed is not None and pushed == ref(lane.repo, f"refs/heads/{branch}")
     assert ref(lane.repo, "main") != pushed  # the result's commit, not the base
-    assert f"pushed branch {branch} at {pushed[:12]} to origin" in comments(lane, task.id)
+    run_id = lane.board.get_task(task.id).completed_run_id
+    [said] = [c.body for c in lane.board.comments(task.id) if c.body.startswith("pushed")]
+    assert said.startswith(f"pushed branch {branch} at {pushed[:12]} to origin\n\n"
+                           f"Lane-Delivery: {BOARD}/{task.id}/run-{run_id}/")
+    assert said.endswith(" push")
     state = lane.lane_state(task.id)["delivery"]
     assert isinstance(state, dict) and state["stage"] == "followed"
+
+
+def test_a_worker_on_a_detached_head_has_its_result_pushed(lane: Lane) -> None:
+    """The worker ran ``git checkout --detach`` and committed there: the remote gets the
+    result's commit, the one the board and the comment name, not the branch's base."""
+    remote = bare_remote(lane)
+    lane.write_config(push="on_done")
+    task = lane.add("detached", body="[sim:checkout:detach:commit]")
+    run_until_idle(lane)
+    branch = workspace.branch_name(BOARD, task.id)
+    pushed = ref(remote, f"refs/heads/{branch}")
+    [event] = [e for e in lane.board.events(task.id) if e.kind == "completed"]
+    head = event.data["metadata"]["delivery"]["head"]
+    assert pushed == head == ref(lane.repo, f"refs/heads/{branch}") != ref(lane.repo, "main")
+    assert f"pushed branch {branch} at {head[:12]} to origin" in comments(lane, task.id)
 
 
 def test_a_push_is_never_forced_and_its_failure_leaves_the_task_done(lane: Lane) -> None:
@@ -92,7 +112,9 @@ def test_an_unreachable_remote_is_tried_again_then_reported(tmp_path: Path) -> N
         waits.append(seconds)
         return False
 
-    pushed = push.push(repo, "origin", "main", wait=wait)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    pushed = push.push(repo, "origin", "main", head, wait=wait)
     assert not pushed.ok and pushed.tries == push.TRIES
     assert waits == list(push.BACKOFF)
     assert push.transient(pushed.said)
