@@ -79,8 +79,10 @@ def path(home: Home) -> Path:
 
 
 def record(home: Home, kept: list[Kept]) -> None:
-    """The worktrees the latest complete sweep kept past ``retention_days``, for ``doctor``."""
-    files.write(path(home), orjson.dumps([entry.to_dict() for entry in kept]))
+    """The worktrees the latest complete sweep kept past ``retention_days``, for ``doctor``;
+    written only when that changed (a sweep runs every ``gc_interval``)."""
+    if recorded(home) != kept:
+        files.write(path(home), orjson.dumps([entry.to_dict() for entry in kept]))
 
 
 def recorded(home: Home) -> list[Kept]:
