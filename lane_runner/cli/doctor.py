@@ -35,6 +35,7 @@ from lane_runner.providers import ADAPTERS, Login, ProviderRequest, adapter
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
+from lane_runner.run import keeping
 from lane_runner.service import breaker, diskuse, identity
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
@@ -322,7 +323,22 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
     checks.append(disk_verdict(home.root, shutil.disk_usage(home.root).free))
     checks.append(Check("disk use", Level.PASS, diskuse.describe(diskuse.measure(home))))
     checks.append(_noreplace(home))
+    checks += kept_worktrees_verdict(keeping.recorded(home))
     return checks
+
+
+def kept_worktrees_verdict(kept: list[keeping.Kept]) -> list[Check]:
+    """The done tasks' worktrees cleanup keeps past retention_days (``run/keeping.py``)."""
+    if not kept:
+        return []
+    named = "; ".join(f"{entry.task} at {entry.worktree}: {entry.why}" for entry in kept)
+    return [Check(
+        "kept worktrees", Level.WARN,
+        f"{len(kept)} done task(s)' worktree(s) kept past retention_days, as removing them "
+        f"would lose work: {named}",
+        "commit what is worth keeping on a branch (or discard it) in each; the next "
+        "cleanup removes them then",
+    )]
 
 
 def identity_verdict(problem: str | None) -> Check:

@@ -8,8 +8,10 @@ For each task the board shows done (or archived after it was done):
    a recovery's replay, a restart in between) run now: the push and ``after_done``
    (``run/followup.py``).
 2. Its worktree is removed once it holds nothing the branch does not (clean, and the
-   branch holds the result's commit), or whatever it holds once the task has been
-   done for ``retention_days``; ``before_remove`` runs first. The branch stays,
+   branch holds the result's commit), or once the task has been done for
+   ``retention_days``; ``before_remove`` runs first. Never, whatever its age, while
+   removing it would lose work: uncommitted changes, or commits no ref but its HEAD
+   reaches (``run/keeping.py``): such a worktree is kept and named. The branch stays,
    unless ``delete_branches`` and it is merged into the repository's HEAD or pushed
    to ``push_remote``.
 3. Then the task is settled: its lane state joins the journal's retention (age,
@@ -39,7 +41,7 @@ from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status, Task
 from lane_runner.config import Config
 from lane_runner.errors import NotFound
-from lane_runner.run import delivery, followup, git, hooks, lanestate, workspace
+from lane_runner.run import delivery, followup, git, hooks, keeping, lanestate, workspace
 from lane_runner.service import usage_share
 from lane_runner.service.services import Services
 
@@ -58,6 +60,8 @@ class SweepReport:
     logs_removed: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)
     """Worktrees left in place, and why."""
+    held: list[keeping.Kept] = field(default_factory=list)
+    """Worktrees kept past ``retention_days`` because removing them would lose work."""
     journal: CollectReport = field(default_factory=CollectReport)
     usage_dropped: int = 0
     """Home usage records past ``usage_retention_days`` that their board holds."""
@@ -95,6 +99,7 @@ def sweep(
                     settled.add((slug, task.id))
         except BoardUnavailable as error:
             log.info("cleanup of board %s waits: %s", slug, error)
+    keeping.record(services.home, report.held)  # a whole sweep's word, for doctor
     report.journal = services.journal.collect(now, policy, lambda b, t: (b, t) in settled)
     for slug, task_id in sorted(settled):
         if not lanestate.path_for(services.home.lane_dir(slug), task_id).exists():
@@ -164,7 +169,9 @@ class Tidy:
         if owed and not expired:
             self.report.kept[self.name] = "its push and after_done hook have not run yet"
             return False
-        why_kept = None if expired else self._holds_more_than_its_branch()
+        if self._would_lose(expired):
+            return False
+        why_kept = None if expired else self._result_off_its_branch()
         if why_kept is not None:
             self.report.kept[self.name] = why_kept
             return False
@@ -183,17 +190,22 @@ class Tidy:
     def _follow_up(self) -> None:
         assert self.state is not None and self.task.completed_run_id is not None
         delivered = self._delivered()
+        state = self.state
+
+        def save() -> None:
+            document = Document(journal_names.lane_state(self.task.id), state.to_document())
+            self.s.journal.write_documents(self.task.board, [document])
+
+        steps = followup.Steps(state, save)
         facts = followup.facts_of(
             self.task.board, self.task.id, self.task.title, self.worktree,
-            self.task.completed_run_id, self.task.summary or "", delivered,
+            self.task.completed_run_id, self.task.summary or "", delivered, steps.key,
         )
-        followup.follow_up(self.s.cfg, facts, delivered, self._comment, self.s.cancel)
-        if self.s.cancel.is_set():
-            return  # cut short by the shutdown: the next sweep runs them again
-        self.state.followed()
-        state = Document(journal_names.lane_state(self.task.id), self.state.to_document())
-        self.s.journal.write_documents(self.task.board, [state])
-        self.report.followed_up.append(self.name)
+        notes = followup.Notes(
+            self._say, lambda: [c.body for c in self.board.comments(self.task.id)]
+        )
+        if followup.follow_up(self.s.cfg, facts, delivered, notes, self.s.cancel, steps):
+            self.report.followed_up.append(self.name)  # else the next sweep runs the rest
 
     def _delivered(self) -> dict[str, Any] | None:
         """What the board took as the result's commit: the completed event's word."""
@@ -213,14 +225,23 @@ class Tidy:
             return self.task.updated_at
         return run.ended_at or self.task.updated_at
 
-    def _holds_more_than_its_branch(self) -> str | None:
-        """Why the worktree may hold work its branch does not; None when it holds none."""
+    def _would_lose(self, expired: bool) -> bool:
+        """Whether removing the worktree would lose work (``run/keeping.py``): then it is
+        kept, whatever its age, and named (past ``retention_days``, for ``doctor`` too)."""
+        lost = keeping.would_lose(self.worktree, self.s.cfg.worker_user)
+        if lost is None:
+            return False
+        self.report.kept[self.name] = (
+            f"{lost}: removing it would lose them; it stays until they are on a branch "
+            "or discarded"
+        )
+        if expired:
+            self.report.held.append(keeping.Kept(self.name, str(self.worktree), lost))
+        return True
+
+    def _result_off_its_branch(self) -> str | None:
+        """Why the result's commit may not be on its branch yet; None when it is."""
         owner = self.s.cfg.worker_user
-        status = git.run("status", "--porcelain", cwd=self.worktree, owner=owner)
-        if status.returncode != 0:
-            return f"git status failed: {status.stderr.strip()}"
-        if status.stdout.strip():
-            return "it holds uncommitted changes (removed after retention_days)"
         delivered = self._delivered() or {}
         commit, branch = delivered.get("head"), delivered.get("branch")
         if not commit or not branch:
@@ -247,6 +268,8 @@ class Tidy:
                         passes=self.s.cfg.worker_env)
         if ran is not None and not ran.ok:
             self._comment(ran.describe())
+        if self._would_lose(force):  # the hook may have changed or committed something
+            return False
         repository = self._repository()
         left = workspace.remove(self.worktree, owner, force=force)
         if left is not None:
@@ -289,6 +312,10 @@ class Tidy:
         else:
             log.warning("branch %s of %s not deleted: %s", branch, self.name,
                         deleted.stderr.strip())
+
+    def _say(self, text: str) -> None:
+        """A comment of a follow-up: BoardUnavailable leaves it to the next sweep."""
+        self.board.comment(self.task.id, text, author=AUTHOR)
 
     def _comment(self, text: str) -> None:
         try:

@@ -36,6 +36,7 @@ from lane_runner.providers import (
 from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
 from lane_runner.run import (
+    branchhead,
     budget,
     command,
     cycling,
@@ -570,9 +571,12 @@ class RunExecutor:
         self._note(route.describe())
 
     def _note(self, text: str) -> None:
+        """A comment by the runner, skipped while the board is away."""
+        self._guarded(self._say, text)
+
+    def _say(self, text: str) -> None:
         """A comment by the runner; it may quote a worker's words, so bounded and redacted."""
-        shown = redact.shown(text, display.MAX_LOG_CHARS)
-        self._guarded(self.board.comment, self.task.id, shown, author=AUTHOR)
+        self.board.comment(self.task.id, redact.shown(text, display.MAX_LOG_CHARS), author=AUTHOR)
 
     def _log_tail(self, size: int = 8192) -> str:
         """The end of the task's provider log: what a restarted task's last provider said."""
@@ -932,6 +936,7 @@ class RunExecutor:
         provider = metadata["route"]["provider"]
         if self.on_branch:
             try:
+                branchhead.bring_back(self.worktree, self.branch, self.s.cfg.worker_user)
                 delivered = delivery.deliver(
                     self.worktree,
                     self.branch,
@@ -939,6 +944,12 @@ class RunExecutor:
                     self._facts(accepted),
                     delivery.Author.of(self.s.cfg.commit_author),
                     self.s.cfg.worker_user,
+                )
+            except branchhead.HeadElsewhere as error:
+                return self._block(
+                    f"{error}: put the work on {self.branch} in {self.worktree} and unblock "
+                    "the task; the accepted result is delivered then",
+                    BlockKind.NEEDS_INPUT,
                 )
             except delivery.DeliveryError as error:
                 return self._block(
@@ -964,14 +975,15 @@ class RunExecutor:
 
     def _follow_up(self, summary: str, delivered: dict[str, Any] | None) -> None:
         """The push and the after_done hook (``run/followup.py``); the task is done already."""
+        steps = followup.Steps(self.state, self._save_state)
         facts = followup.facts_of(
             self.task.board, self.task.id, self.task.title, self.worktree, self.run.id,
-            summary, delivered,
+            summary, delivered, steps.key,
         )
-        followup.follow_up(self.s.cfg, facts, delivered, self._note, self.s.cancel)
-        if not self.s.cancel.is_set():
-            self.state.followed()
-            self._save_state_if_possible()
+        notes = followup.Notes(
+            self._say, lambda: [c.body for c in self.board.comments(self.task.id)]
+        )
+        followup.follow_up(self.s.cfg, facts, delivered, notes, self.s.cancel, steps)
 
     def _before_work(self, prepared: workspace.Workspace) -> hooks.Ran | None:
         """``after_create`` for a worktree this run made, then ``before_run``: the first

@@ -49,6 +49,8 @@ class Facts:
     run_id: int | None = None
     commit: str | None = None
     summary: str = ""
+    delivery_id: str = ""
+    """``after_done``'s key for the accepted result (``run/followup.py``); else empty."""
 
     def environment(self, hook: str) -> dict[str, str]:
         """``LANE_*`` variables: control characters (newlines and tabs kept in the summary)
@@ -63,6 +65,7 @@ class Facts:
             "LANE_COMMIT": self.commit or "",
             "LANE_SUMMARY": printable(self.summary, MAX_SUMMARY_CHARS),
             "LANE_WORKTREE": str(self.worktree),
+            "LANE_DELIVERY_ID": self.delivery_id,
         }
 
 

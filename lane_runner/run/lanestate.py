@@ -11,6 +11,7 @@ through the journal's atomic write at every step that matters for resume.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -139,6 +140,33 @@ class LaneState:
         """The board took the result, and the push and the after_done hook have run."""
         assert self.delivery is not None
         self.delivery = {**self.delivery, "stage": "followed"}
+
+    def delivery_id(self) -> str:
+        """``LANE_DELIVERY_ID``: the same for every try of one accepted result's follow-ups,
+        on every restart (the board, task and answering run, and a digest of the answer)."""
+        assert self.delivery is not None
+        answer = orjson.dumps(self.delivery["result"], option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.sha256(answer).hexdigest()[:16]
+        return f"{self.board}/{self.task_id}/run-{self.delivery['accepted_run']}/{digest}"
+
+    def step(self, name: str) -> dict[str, Any] | None:
+        """The journal of the follow-up step ``name`` (``run/followup.py``): None before it
+        began; ``ended`` False while it began and never ended (it was cut short)."""
+        assert self.delivery is not None
+        found = self.delivery.get("steps", {}).get(name)
+        return dict(found) if isinstance(found, dict) else None
+
+    def begin_step(self, name: str) -> None:
+        self._record_step(name, {"ended": False, "said": None})
+
+    def end_step(self, name: str, said: str | None) -> None:
+        """The step ended; ``said`` is what a later comment of it reports (none: nothing)."""
+        self._record_step(name, {"ended": True, "said": said})
+
+    def _record_step(self, name: str, record: dict[str, Any]) -> None:
+        assert self.delivery is not None
+        steps = {**self.delivery.get("steps", {}), name: record}
+        self.delivery = {**self.delivery, "steps": steps}
 
     def reject(self, reason: str) -> None:
         """The goal judge turned a turn down; the latest rejections are kept for the judge."""

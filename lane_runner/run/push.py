@@ -1,5 +1,10 @@
 """Publishing a task's branch once the board took its result (config ``push = "on_done"``).
 
+What is pushed is exactly the commit the board names as the result's head (``git push
+REMOTE <sha>:refs/heads/<branch>``), not whatever the local branch holds by the time
+the push runs (a push the cleanup sweep runs late, after someone moved the branch on),
+and the comment names that commit.
+
 The push runs as the worker user, with that user's git configuration and
 credentials (its HOME, plus what ``worker_env`` passes: an SSH agent, a proxy). It
 never forces: the refspec has no ``+`` and no ``--force`` is given, so a remote
@@ -72,14 +77,15 @@ def push(
     worktree: Path,
     remote: str,
     branch: str,
+    commit: str,
     *,
     owner: str | None = None,
     env: Mapping[str, str] | None = None,
     wait: Callable[[float], bool],
 ) -> Pushed:
-    """Push ``branch`` to the same name on ``remote``, never forcing. ``wait(seconds)``
-    pauses between tries; True from it (the runner is stopping) ends the tries."""
-    refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+    """Push ``commit`` to ``branch`` on ``remote``, never forcing. ``wait(seconds)`` pauses
+    between tries; True from it (the runner is stopping) ends the tries."""
+    refspec = f"{commit}:refs/heads/{branch}"
     tries = 0
     while True:
         tries += 1

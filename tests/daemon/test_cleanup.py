@@ -16,8 +16,9 @@ import pytest
 
 from journal import RetentionPolicy
 from lane_runner.board.model import Status
+from lane_runner.cli import doctor
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from lane_runner.run import cleanup, followup, workspace
+from lane_runner.run import cleanup, followup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service import diskuse, ledger
 from lane_runner.service.services import Services
@@ -67,16 +68,51 @@ def test_a_done_tasks_worktree_goes_its_branch_stays_a_blocked_task_keeps_everyt
     assert lane.home.worktree(BOARD, blocked).is_dir()
 
 
-def test_a_worktree_holding_more_than_its_branch_waits_for_retention_days(
+def test_a_worktree_holding_uncommitted_changes_is_kept_past_retention_and_named(
     services: Services, lane: Lane  # noqa: F811
 ) -> None:
+    """Removing it would lose the change: it stays, however old, named by the sweep (so by
+    ``cleanup --json``) and by doctor; once the change is committed on a branch, it goes."""
     done = finish(services, lane, "left something behind")
     worktree = lane.home.worktree(BOARD, done)
     (worktree / "scratch.txt").write_text("after the result\n")
     report = sweep(services)
     assert worktree.is_dir() and "uncommitted changes" in report.kept[f"{BOARD}/{done}"]
+    assert report.held == [] and keeping.recorded(lane.home) == []  # within retention_days
+    late = sweep(services, later=31 * DAY)
+    assert late.worktrees_removed == [] and worktree.is_dir()
+    why = "it holds uncommitted changes (1 path(s))"
+    assert late.kept[f"{BOARD}/{done}"].startswith(f"{why}: removing it would lose them")
+    assert keeping.recorded(lane.home) == [keeping.Kept(f"{BOARD}/{done}", str(worktree), why)]
+    [warned] = [c for c in doctor.home_checks(services.cfg, lane.home)
+                if c.name == "kept worktrees"]
+    assert warned.level is doctor.Level.WARN and f"{BOARD}/{done} at {worktree}" in warned.detail
+
+    git("add", "scratch.txt", cwd=worktree)
+    git("commit", "-qm", "kept by hand", cwd=worktree)
     assert sweep(services, later=31 * DAY).worktrees_removed == [f"{BOARD}/{done}"]
-    assert not worktree.exists()
+    assert keeping.recorded(lane.home) == []
+    assert not [c for c in doctor.home_checks(services.cfg, lane.home)
+                if c.name == "kept worktrees"]
+
+
+def test_commits_only_a_detached_head_reaches_keep_their_worktree_past_retention(
+    services: Services, lane: Lane  # noqa: F811
+) -> None:
+    """A hook or a person committed on a detached HEAD after the result: removing the
+    worktree would leave that commit to git gc. It stays, and the commit with it."""
+    done = finish(services, lane, "committed on a detached head")
+    worktree = lane.home.worktree(BOARD, done)
+    git("checkout", "-q", "--detach", cwd=worktree)
+    git("commit", "-q", "--allow-empty", "-m", "only HEAD has me", cwd=worktree)
+    orphan = subprocess.run(["git", "rev-parse", "HEAD"], cwd=worktree, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    report = sweep(services, later=31 * DAY)
+    assert report.worktrees_removed == [] and worktree.is_dir()
+    assert report.kept[f"{BOARD}/{done}"].startswith(
+        f"HEAD (detached at {orphan[:12]}) reaches 1 commit(s) no branch or other ref does"
+    )
+    assert has_ref(lane.repo, orphan)
 
 
 def test_before_remove_runs_with_the_task_and_a_failure_is_only_commented(

@@ -16,8 +16,8 @@ import pytest
 
 from lane_runner.board.model import Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
+from lane_runner.run import branchhead, delivery, workspace
 from lane_runner.run import context as contexts
-from lane_runner.run import delivery, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
@@ -236,3 +236,78 @@ def test_a_handoff_lists_the_commits_since_the_branch_began(tmp_path: Path) -> N
     assert commits.endswith(" first step") and "base" not in commits
     text = workspace.handoff(repo, "", "main", commits=commits)
     assert f"commits on the branch so far:\n{commits}\n" in text
+
+
+def symbolic_head(path: Path) -> str:
+    return subprocess.run(
+        ["git", "symbolic-ref", "--quiet", "HEAD"], cwd=path, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.mark.parametrize("moved", ["branch", "detach", "branch:commit", "detach:commit"])
+def test_a_worker_that_moved_head_has_its_result_on_the_task_branch(
+    services: Services, lane: Lane, moved: str  # noqa: F811
+) -> None:
+    """``git checkout -b fix`` or ``--detach`` by the worker, with its edit left uncommitted
+    or committed by itself: the task's branch is fast-forwarded to the work and checked out
+    again, so the result's commit is on it and is the head the board names."""
+    task = lane.add("moves HEAD", body=f"[sim:checkout:{moved}]")
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    branch = branch_of(lane, task.id)
+    worktree = lane.home.worktree(BOARD, task.id)
+    assert symbolic_head(worktree) == f"refs/heads/{branch}"
+    [made] = log(lane, f"main..{branch}")
+    shown = subprocess.run(["git", "show", "--name-only", "--format=", made], cwd=lane.repo,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert shown == [OUTPUT_FILE] and status(worktree) == ""
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict) and delivered["head"] == made
+    assert delivered["commits"] == [made]
+
+
+def test_a_worker_that_left_the_branch_behind_blocks_the_task_naming_head(
+    services: Services, lane: Lane  # noqa: F811
+) -> None:
+    """HEAD on a branch with no commit (``git checkout --orphan``): which work is the result
+    is a person's call. The task is blocked needs_input naming where HEAD is; once a person
+    puts the work on the task's branch and unblocks it, the kept result is delivered there,
+    without the CLI running again."""
+    task = lane.add("orphaned", body="[sim:checkout:orphan]")
+    first = claim(services, lane)
+    assert RunExecutor(services, first).execute().ended == "block"
+    blocked = lane.board.get_task(task.id)
+    assert blocked.status is Status.BLOCKED and blocked.block_kind == "needs_input"
+    branch = branch_of(lane, task.id)
+    [run] = lane.runs(task.id)
+    assert "the worker left HEAD on branch elsewhere, with no commit yet" in (run.reason or "")
+    assert f"put the work on {branch}" in (run.reason or "")
+    assert log(lane, f"main..{branch}") == []
+    assert lane.lane_state(task.id)["delivery"]["stage"] == "accepted"  # type: ignore[index]
+
+    worktree = lane.home.worktree(BOARD, task.id)
+    git("symbolic-ref", "HEAD", f"refs/heads/{branch}", cwd=worktree)  # the person's fix
+    lane.board.unblock(task.id)
+    assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
+    [message] = log(lane, f"main..{branch}", "%B")
+    assert f"Lane-Run: {first.run.id}\n" in message
+    assert (worktree / OUTPUT_FILE).read_text().count("turn") == 1
+    assert len(lane.lane_state(task.id)["attempts"]) == 1  # type: ignore[arg-type]
+
+
+def test_head_detached_at_an_older_commit_is_refused_naming_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "older", cwd=repo)
+    older = delivery.head(repo)
+    git("commit", "-q", "--allow-empty", "-m", "tip", cwd=repo)
+    tip = delivery.head(repo)
+    assert older is not None and tip is not None
+    git("checkout", "-q", "--detach", older, cwd=repo)
+    with pytest.raises(branchhead.HeadElsewhere) as refused:
+        branchhead.bring_back(repo, "main")
+    assert str(refused.value) == (
+        f"the worker left HEAD detached at {older[:12]}, not on the task's branch main "
+        f"(at {tip[:12]}) nor ahead of it, so the result is not on that branch"
+    )
+    assert delivery.head(repo) == older and symbolic_head(repo) == ""  # nothing moved

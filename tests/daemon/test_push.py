@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
+
+from journal import RetentionPolicy
 from lane_runner.board.model import Status
-from lane_runner.run import push, workspace
+from lane_runner.run import cleanup, followup, push, workspace
+from lane_runner.run.executor import RunExecutor
+from lane_runner.service.services import Services
+from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.harness import BOARD, Lane, git
+
+POLICY = RetentionPolicy(max_age_seconds=30 * 86400, max_count=1024, max_bytes=128 << 20)
 
 
 def bare_remote(lane: Lane, name: str = "origin") -> Path:
@@ -27,7 +36,8 @@ def ref(repository: Path, name: str) -> str | None:
 
 
 def comments(lane: Lane, task_id: str) -> list[str]:
-    return [c.body for c in lane.board.comments(task_id)]
+    """The comments' words, without the delivery key line of a follow-up's comment."""
+    return [c.body.split("\n\nLane-Delivery: ")[0] for c in lane.board.comments(task_id)]
 
 
 def run_until_idle(lane: Lane) -> None:
@@ -44,9 +54,58 @@ def test_a_done_task_is_pushed_to_the_remote_and_said_so(lane: Lane) -> None:
     pushed = ref(remote, f"refs/heads/{branch}")
     assert pushed is not None and pushed == ref(lane.repo, f"refs/heads/{branch}")
     assert ref(lane.repo, "main") != pushed  # the result's commit, not the base
-    assert f"pushed branch {branch} at {pushed[:12]} to origin" in comments(lane, task.id)
+    run_id = lane.board.get_task(task.id).completed_run_id
+    [said] = [c.body for c in lane.board.comments(task.id) if c.body.startswith("pushed")]
+    assert said.startswith(f"pushed branch {branch} at {pushed[:12]} to origin\n\n"
+                           f"Lane-Delivery: {BOARD}/{task.id}/run-{run_id}/")
+    assert said.endswith(" push")
     state = lane.lane_state(task.id)["delivery"]
     assert isinstance(state, dict) and state["stage"] == "followed"
+
+
+def test_a_worker_on_a_detached_head_has_its_result_pushed(lane: Lane) -> None:
+    """The worker ran ``git checkout --detach`` and committed there: the remote gets the
+    result's commit, the one the board and the comment name, not the branch's base."""
+    remote = bare_remote(lane)
+    lane.write_config(push="on_done")
+    task = lane.add("detached", body="[sim:checkout:detach:commit]")
+    run_until_idle(lane)
+    branch = workspace.branch_name(BOARD, task.id)
+    pushed = ref(remote, f"refs/heads/{branch}")
+    [event] = [e for e in lane.board.events(task.id) if e.kind == "completed"]
+    head = event.data["metadata"]["delivery"]["head"]
+    assert pushed == head == ref(lane.repo, f"refs/heads/{branch}") != ref(lane.repo, "main")
+    assert f"pushed branch {branch} at {head[:12]} to origin" in comments(lane, task.id)
+
+
+def test_a_late_push_pushes_the_head_the_board_names_not_the_branchs_newer_tip(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """The runner stopped before its push; someone moved the branch on; the sweep's push
+    publishes the result's commit (what the board and the comment name), nothing newer."""
+    remote = bare_remote(lane)
+    services.cfg = services.cfg.replace(push="on_done")
+    task = lane.add("pushed late")
+
+    def stop(*args: object) -> None:
+        raise Stop
+
+    with monkeypatch.context() as patch:
+        patch.setattr(followup, "follow_up", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, claim(services, lane)).execute()
+    branch = workspace.branch_name(BOARD, task.id)
+    result = ref(lane.repo, f"refs/heads/{branch}")
+    assert result is not None
+    git("commit", "-q", "--allow-empty", "-m", "later work", cwd=lane.home.worktree(BOARD, task.id))
+    assert ref(lane.repo, f"refs/heads/{branch}") != result
+    assert cleanup.sweep(services, POLICY, time.time(), lambda: False).followed_up
+    assert ref(remote, f"refs/heads/{branch}") == result
+    assert f"pushed branch {branch} at {result[:12]} to origin" in comments(lane, task.id)
+
+
+class Stop(BaseException):
+    """The runner stopping dead at one point."""
 
 
 def test_a_push_is_never_forced_and_its_failure_leaves_the_task_done(lane: Lane) -> None:
@@ -92,7 +151,9 @@ def test_an_unreachable_remote_is_tried_again_then_reported(tmp_path: Path) -> N
         waits.append(seconds)
         return False
 
-    pushed = push.push(repo, "origin", "main", wait=wait)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    pushed = push.push(repo, "origin", "main", head, wait=wait)
     assert not pushed.ok and pushed.tries == push.TRIES
     assert waits == list(push.BACKOFF)
     assert push.transient(pushed.said)

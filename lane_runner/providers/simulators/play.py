@@ -34,7 +34,7 @@ SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
     "unfinished", "artifacts", "linger", "long-summary", "escapes", "commit", "nochange",
-    "long-answer", "silent-tool",
+    "long-answer", "silent-tool", "checkout",
 })
 _MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
@@ -194,6 +194,9 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     ``long-summary:N`` answers incomplete with a summary of N characters (``a-a-…``, a
     run a pattern tried from every position of would take quadratic time on).
     ``commit`` commits its edit itself, as a worker may; ``nochange`` edits nothing.
+    ``checkout:MODE[:commit]`` moves HEAD off the task's branch before its edit, as agents
+    do: ``branch`` (``git checkout -b fix``), ``detach`` or ``orphan`` (a branch with no
+    commit); with ``:commit`` it commits its edit there itself.
     ``long-answer:N`` completes with a summary of N characters and 200 long findings:
     more than a journal record holds.
     A completing answer really edits the workspace so git sees a diff.
@@ -225,10 +228,12 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         result.update(summary=f"nothing needed changing (turn {turn})")
         return result
     first_line = (prompt.strip().splitlines() or [""])[0][:120]
+    if scenario.name == "checkout":
+        move_head(workspace, scenario.arg.split(":")[0])
     with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
         out.write(f"turn {turn}: {first_line}\n")
     result.update(summary=f"simulated work done in turn {turn}", changed_files=[OUTPUT_FILE])
-    if scenario.name == "commit":
+    if scenario.name == "commit" or scenario.arg.endswith(":commit"):
         commit_by_itself(workspace, f"simulated worker commit, turn {turn}")
     if scenario.name == "unfinished":
         result.update(summary=f"turn {turn}: wired the parser; TODO: the CLI flag")
@@ -241,6 +246,13 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
     if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
         result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
     return result
+
+
+def move_head(workspace: Path, mode: str) -> None:
+    """HEAD off the task's branch: ``branch``, ``detach`` or ``orphan`` (see ``answer``)."""
+    argv = {"branch": ["-b", "fix"], "detach": ["--detach"], "orphan": ["--orphan", "elsewhere"]}
+    subprocess.run(["git", "checkout", "--quiet", *argv[mode]], cwd=workspace, check=True,
+                   capture_output=True)
 
 
 def commit_by_itself(workspace: Path, message: str) -> None:
