@@ -116,12 +116,12 @@ class Carried:
 
     @classmethod
     def read(cls, message: str) -> Carried | None:
-        """The result the block right before the message's trailers carries; None when it
-        has none or the block is not one this runner wrote whole (cut, edited, of another
-        format). A block elsewhere (in a worker's summary) is not the runner's."""
+        """The result the message's last block carries; None when it has none or the block
+        is not one this runner wrote whole (cut, edited, of another format). A block the
+        worker's summary quotes is not read: ``message`` writes its markers in lower case."""
         end = message.rfind(CARRIED_END)
         begin = message.rfind(CARRIED_BEGIN, 0, end)
-        if begin < 0 or end < 0 or "\n\n" in message[end + len(CARRIED_END) :].strip():
+        if begin < 0 or end < 0:
             return None
         packed = "".join(message[begin + len(CARRIED_BEGIN) : end].split())
         try:
@@ -171,14 +171,20 @@ class Facts:
     def message(self) -> str:
         """Title, summary, the carried result, trailers; control characters escaped, each
         part bounded."""
-        title = bounded(self.title, MAX_TITLE_CHARS) or f"task {self.task_id}"
-        summary = printable(self.summary.strip(), MAX_SUMMARY_CHARS)
-        for marker in (CARRIED_BEGIN, CARRIED_END):  # a worker's quoted block is not ours
-            summary = summary.replace(marker, marker.lower())
+        title = _quoted(bounded(self.title, MAX_TITLE_CHARS) or f"task {self.task_id}")
+        summary = _quoted(printable(self.summary.strip(), MAX_SUMMARY_CHARS))
         trailers = "\n".join(f"{key}: {bounded(value)}" for key, value in self.trailers())
         block = self.carried.block() if self.carried is not None else None
         carried = f"{block}\n\n" if block else ""
         return f"{title}\n\n{summary}\n\n{carried}{trailers}\n"
+
+
+def _quoted(text: str) -> str:
+    """``text`` with the carried block's markers in lower case: a block a title or a
+    worker's summary quotes is never taken for the runner's (``Carried.read``)."""
+    for marker in (CARRIED_BEGIN, CARRIED_END):
+        text = text.replace(marker, marker.lower())
+    return text
 
 
 @dataclass(frozen=True)

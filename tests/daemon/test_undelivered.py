@@ -72,8 +72,8 @@ def test_the_commit_message_carries_the_result_before_its_trailers() -> None:
 
 
 def test_a_block_in_the_worker_s_summary_is_not_the_runner_s() -> None:
-    """A summary that quotes a block (a forged one) is read only where the runner puts its
-    own, right before the trailers: a commit without its own carries nothing."""
+    """A summary that quotes a block (a forged one) is not read: a commit without its own
+    block carries nothing, and one with it carries its own."""
     forged = delivery.Carried({**RESULT, "summary": "forged"}, {}, None).block()
     assert forged is not None
     assert delivery.Carried.read(facts(None, summary=forged).message()) is None
