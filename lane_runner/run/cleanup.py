@@ -4,6 +4,9 @@ The daemon sweeps on the journal's collection cadence (``gc_interval``), on a th
 of its own: git and the operator's hooks may take their time, the loop may not.
 For each task the board shows done (or archived after it was done):
 
+0. A lane state of this home that still holds the task's result as ``accepted``,
+   which the board got through another run (another home's), is cleared
+   (``run/undelivered.py``).
 1. Follow-ups the result has not had yet (a board that took it after its run ended:
    a recovery's replay, a restart in between) run now: the push and ``after_done``
    (``run/followup.py``).
@@ -41,7 +44,16 @@ from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import Status, Task
 from lane_runner.config import Config
 from lane_runner.errors import NotFound
-from lane_runner.run import delivery, followup, git, hooks, keeping, lanestate, workspace
+from lane_runner.run import (
+    delivery,
+    followup,
+    git,
+    hooks,
+    keeping,
+    lanestate,
+    undelivered,
+    workspace,
+)
 from lane_runner.service import usage_share
 from lane_runner.service.services import Services
 
@@ -92,6 +104,9 @@ def sweep(
                 if isinstance(board, HostedBoard):
                     continue
                 finished = _finished(board)
+                lanes = services.home.lane_dir(slug)
+                ids = [task.id for task in finished]
+                undelivered.reconcile(board, services.journal, lanes, slug, ids)
             for task in finished:
                 if stopping():
                     return report

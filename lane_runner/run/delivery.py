@@ -5,8 +5,13 @@ worktree is committed on the task's branch, with the task's title and the worker
 summary as the message and trailers naming the task, run, provider and model. The
 commit is made exactly once: its trailers let a later run find it again after a
 crash (``find``) instead of making a second one. A worker that committed by itself
-is respected: its commits are the result, and the runner adds one only for what is
-left. Nothing to commit is a valid result too.
+is respected: its commits are the result. Nothing to commit is a valid result too.
+
+The commit also carries the accepted result itself (``Carried``: a bounded block
+before the trailers), so any runner of the board that meets the branch can deliver
+a result whose own runner died before its journal had it, without a second CLI run
+(``run/undelivered.py``). So the runner's commit is made even when the worktree
+holds nothing uncommitted (an empty commit): every accepted result has one.
 
 What reviewers see of it (``Delivered``: branch, commits, diff stat) goes into the
 result's metadata, and so into the board's completed event.
@@ -14,19 +19,34 @@ result's metadata, and so into the board's completed event.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import logging
 import re
 import subprocess
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from lane_runner.errors import LaneRunnerError
 from lane_runner.router.route import bounded
 from lane_runner.run import git
 
+log = logging.getLogger(__name__)
 TASK_TRAILER = "Lane-Task"
 RUN_TRAILER = "Lane-Run"
+#: The lines around the carried result in a commit message (``Carried``).
+CARRIED_BEGIN = "-----BEGIN LANE-RUNNER RESULT-----"
+CARRIED_END = "-----END LANE-RUNNER RESULT-----"
+#: The most a carried block may take: a fitted result (``run/fit.py``) with its metadata
+#: is far under it once compressed; one that is not is left out of the commit (logged),
+#: and only the lane state of its home keeps it.
+MAX_CARRIED_CHARS = 1 << 20
+CARRIED_LINE = 76
 MAX_TITLE_CHARS = 200
 MAX_SUMMARY_CHARS = 16_000
 #: Commits of the branch looked through for the run's own, when its base is unknown.
@@ -65,8 +85,69 @@ class Author:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """The accepted result as its commit carries it: what a runner of another home needs
+    to complete the board with it (the result, the completed event's metadata, and the
+    commit the task's branch started from, for the event's diff).
+
+    In the message, not in a git note: the commit and its block are one object, made
+    at once, so a runner killed anywhere in ``git commit`` (its post-commit hook) leaves
+    either both or neither; a note would be a second write after it. It travels with the
+    branch (a push, a fetch) and lives as long as the commit does. Compressed and in
+    base64, so no line of it can pass for a trailer or be changed by git's message
+    cleanup, and a reviewer sees a block of bounded size, not the answer a second time.
+    """
+
+    result: dict[str, Any]
+    metadata: dict[str, Any]
+    base: str | None
+
+    def block(self) -> str | None:
+        """The block for the message; None when it would be over ``MAX_CARRIED_CHARS``."""
+        document = {"format": 1, "result": self.result, "metadata": self.metadata,
+                    "base": self.base}
+        packed = base64.b64encode(zlib.compress(orjson.dumps(document), 9)).decode()
+        if len(packed) > MAX_CARRIED_CHARS:
+            log.warning("the accepted result takes %d characters packed, over %d: its commit "
+                        "does not carry it", len(packed), MAX_CARRIED_CHARS)
+            return None
+        lines = [packed[i : i + CARRIED_LINE] for i in range(0, len(packed), CARRIED_LINE)]
+        return "\n".join([CARRIED_BEGIN, *lines, CARRIED_END])
+
+    @classmethod
+    def read(cls, message: str) -> Carried | None:
+        """The result the message's last block carries; None when it has none or the block
+        is not one this runner wrote whole (cut, edited, of another format). A block the
+        worker's summary quotes is not read: ``message`` writes its markers in lower case."""
+        end = message.rfind(CARRIED_END)
+        begin = message.rfind(CARRIED_BEGIN, 0, end)
+        if begin < 0 or end < 0:
+            return None
+        packed = "".join(message[begin + len(CARRIED_BEGIN) : end].split())
+        try:
+            raw = zlib.decompressobj().decompress(
+                base64.b64decode(packed, validate=True), MAX_CARRIED_CHARS * 4
+            )
+            document = orjson.loads(raw)
+        except (binascii.Error, zlib.error, orjson.JSONDecodeError) as error:
+            log.warning("a result commit's carried block is unreadable: %s", error)
+            return None
+        if not (
+            isinstance(document, dict)
+            and document.get("format") == 1
+            and isinstance(document.get("result"), dict)
+            and isinstance(document.get("metadata"), dict)
+            and isinstance(document.get("base"), str | None)
+        ):
+            log.warning("a result commit's carried block is not of format 1")
+            return None
+        return cls(document["result"], document["metadata"], document["base"])
+
+
+@dataclass(frozen=True)
 class Facts:
-    """What the commit says: whose result it is and how it was reached."""
+    """What the commit says: whose result it is and how it was reached, and the result
+    itself (``carried``) for whichever runner delivers it."""
 
     board: str
     task_id: str
@@ -75,6 +156,7 @@ class Facts:
     summary: str
     provider: str
     model: str
+    carried: Carried | None = None
 
     def trailers(self) -> list[tuple[str, str]]:
         """The commit's trailers, in order. A cost trailer joins them once the usage
@@ -87,11 +169,22 @@ class Facts:
         ]
 
     def message(self) -> str:
-        """Title, summary, trailers; control characters escaped, each part bounded."""
-        title = bounded(self.title, MAX_TITLE_CHARS) or f"task {self.task_id}"
-        summary = printable(self.summary.strip(), MAX_SUMMARY_CHARS)
+        """Title, summary, the carried result, trailers; control characters escaped, each
+        part bounded."""
+        title = _quoted(bounded(self.title, MAX_TITLE_CHARS) or f"task {self.task_id}")
+        summary = _quoted(printable(self.summary.strip(), MAX_SUMMARY_CHARS))
         trailers = "\n".join(f"{key}: {bounded(value)}" for key, value in self.trailers())
-        return f"{title}\n\n{summary}\n\n{trailers}\n"
+        block = self.carried.block() if self.carried is not None else None
+        carried = f"{block}\n\n" if block else ""
+        return f"{title}\n\n{summary}\n\n{carried}{trailers}\n"
+
+
+def _quoted(text: str) -> str:
+    """``text`` with the carried block's markers in lower case: a block a title or a
+    worker's summary quotes is never taken for the runner's (``Carried.read``)."""
+    for marker in (CARRIED_BEGIN, CARRIED_END):
+        text = text.replace(marker, marker.lower())
+    return text
 
 
 @dataclass(frozen=True)
@@ -102,7 +195,7 @@ class Delivered:
     base: str | None
     head: str | None
     commit: str | None
-    """The runner's own commit; None when the worker committed everything or nothing changed."""
+    """The runner's own commit (empty when the worker left nothing uncommitted)."""
     commits: tuple[str, ...]
     """Every commit on the branch since ``base``, oldest first (at most ``MAX_COMMITS_LISTED``)."""
     diffstat: str
@@ -134,7 +227,7 @@ def deliver(
 ) -> Delivered:
     """The result as a commit on ``branch``: found again when a crash came after it was
     made (its trailers name the task and run), else made now from whatever the worktree
-    holds uncommitted (none when it holds nothing)."""
+    holds uncommitted (an empty commit when it holds nothing: it still carries the result)."""
     made = find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
     if made is None:
         made = commit(worktree, facts.message(), author, owner)
@@ -162,17 +255,13 @@ def find(
 
 
 def commit(worktree: Path, message: str, author: Author, owner: str | None) -> str | None:
-    """Commit everything the worktree holds uncommitted; the new commit, or None when there
-    is nothing to commit. The repository's own pre-commit and commit-msg hooks are not run:
-    the result is accepted already, and the operator's checks belong in lane hooks."""
+    """Commit everything the worktree holds uncommitted, or nothing (``--allow-empty``: the
+    commit carries the result, see ``Carried``); the new commit. The repository's own
+    pre-commit and commit-msg hooks are not run: the result is accepted already, and the
+    operator's checks belong in lane hooks."""
     _checked(git.run("add", "--all", cwd=worktree, owner=owner), "add the worktree's changes")
-    staged = git.run("diff", "--cached", "--quiet", cwd=worktree, owner=owner)
-    if staged.returncode == 0:
-        return None
-    if staged.returncode != 1:
-        _checked(staged, "see what is staged")
     made = git.run(
-        "commit", "--no-verify", "--quiet", "--file=-",
+        "commit", "--no-verify", "--allow-empty", "--quiet", "--file=-",
         cwd=worktree, owner=owner, env=author.environment(), stdin=message,
     )
     _checked(made, "commit the result")
@@ -199,6 +288,43 @@ def describe(
         branch, base, tip, made, tuple(listed.stdout.split()), diffstat,
         counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0),
     )
+
+
+@dataclass(frozen=True)
+class ResultCommit:
+    """A runner's result commit of a task, as the branch holds it."""
+
+    sha: str
+    run_id: int
+
+
+def result_commits(
+    worktree: Path, board: str, task_id: str, owner: str | None = None
+) -> list[ResultCommit]:
+    """The commits among the latest ``SEARCH_DEPTH`` of the branch checked out in
+    ``worktree`` whose trailers name the task, newest first. Only the trailers are read
+    (a carried block is read by ``carried``, for the one commit that is delivered)."""
+    task = f"{board}/{task_id}"
+    said = git.run(
+        "log", f"--max-count={SEARCH_DEPTH}", "--format=%H%x1f%(trailers:only,unfold)%x1e",
+        "HEAD", cwd=worktree, owner=owner,
+    )
+    if said.returncode != 0:
+        return []
+    found = []
+    for record in said.stdout.split("\x1e"):
+        sha, _, lines = record.strip("\n").partition("\x1f")
+        trailers = _trailers(lines)
+        run = trailers.get(RUN_TRAILER, "")
+        if sha and trailers.get(TASK_TRAILER) == task and run.isdecimal():
+            found.append(ResultCommit(sha, int(run)))
+    return found
+
+
+def carried(worktree: Path, sha: str, owner: str | None = None) -> Carried | None:
+    """The accepted result commit ``sha`` carries (``Carried``), if it carries one."""
+    said = git.run("log", "-1", "--format=%B", sha, cwd=worktree, owner=owner)
+    return Carried.read(said.stdout) if said.returncode == 0 else None
 
 
 def commit_log(worktree: Path, base: str | None, owner: str | None = None) -> str:

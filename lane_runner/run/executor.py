@@ -48,6 +48,7 @@ from lane_runner.run import (
     hooks,
     lanestate,
     plan,
+    undelivered,
     workspace,
 )
 from lane_runner.run import context as contexts
@@ -199,7 +200,7 @@ class RunExecutor:
             self._note(f"took over the worktree an earlier run left at {prepared.taken_over_from}")
         if self.on_branch and self.state.base is None:
             self.state.base = delivery.head(self.worktree, self.s.cfg.worker_user)
-        if self._earlier_result_waits():
+        if self._earlier_result_waits() or self._undelivered_on_branch():
             return self._redeliver()
         short = self._no_room()
         if short is not None:
@@ -1050,6 +1051,7 @@ class RunExecutor:
             summary=accepted["result"]["summary"],
             provider=route["provider"],
             model=route["model"],
+            carried=delivery.Carried(accepted["result"], accepted["metadata"], self.state.base),
         )
 
     def _earlier_result_waits(self) -> bool:
@@ -1067,14 +1069,30 @@ class RunExecutor:
             return False
         return True
 
+    def _undelivered_on_branch(self) -> bool:
+        """An earlier run's accepted result that its commit on the task's branch carries
+        and the board never got (its runner died, maybe in another home): this run takes
+        it up to deliver it (``run/undelivered.py``)."""
+        if not self.on_branch:
+            return False
+        found = undelivered.on_branch(
+            self.board, self.worktree, self.task.board, self.task.id, self.run.id,
+            self.s.cfg.worker_user,
+        )
+        if found is None:
+            return False
+        self.state.delivery = found.delivery()
+        self.state.base = found.carried.base  # the event's diff starts where that run's did
+        return True
+
     def _redeliver(self) -> RunReport:
         """Deliver the earlier run's accepted result as this run's, without a provider: its
         commit is found by its trailers, never made twice."""
         assert self.state.delivery is not None
         earlier = self.state.delivery["accepted_run"]
         self._note(
-            f"run {earlier}'s accepted result had not reached the journal when the runner "
-            "stopped; this run delivers it (its commit is not made twice)"
+            f"run {earlier}'s accepted result had not reached the journal when its runner "
+            "stopped; this run delivers it (its commit is not made twice, its CLI not run again)"
         )
         self.state.delivery = {**self.state.delivery, "run": self.run.id}
         self._save_state()

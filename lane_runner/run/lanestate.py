@@ -201,33 +201,42 @@ def path_for(lanes_dir: Path, task_id: str) -> Path:
 
 
 def load(lanes_dir: Path, board: str, task_id: str, run_id: int) -> LaneState:
-    """The saved state of a task, or a fresh one when there is none or it cannot be trusted.
+    """The saved state of a task for run ``run_id``, or a fresh one when there is none or
+    it cannot be trusted.
 
     An untrusted state file costs only a session resume (the task starts its
     provider session afresh), so it is logged and replaced, never fatal.
     """
+    state = saved(lanes_dir, board, task_id)
+    if state is None:
+        return LaneState(board, task_id, run_id)
+    state.begin_run(run_id)
+    return state
+
+
+def saved(lanes_dir: Path, board: str, task_id: str) -> LaneState | None:
+    """The task's state as saved, of the run that saved it; None when there is none or it
+    cannot be trusted (logged)."""
     path = path_for(lanes_dir, task_id)
     try:
         raw = files.read(path, MAX_BYTES)
     except FileNotFoundError:
-        return LaneState(board, task_id, run_id)
+        return None
     except OSError as error:
         log.warning("lane state %s unreadable (%s); starting fresh", path, error)
-        return LaneState(board, task_id, run_id)
+        return None
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         log.warning("lane state %s is not JSON (%s); starting fresh", path, error)
-        return LaneState(board, task_id, run_id)
+        return None
     problem = schemas.first_error(SCHEMA, document)
     if problem is None and (document["board"], document["task_id"]) != (board, task_id):
         problem = "names another board or task"
     if problem is not None:
         log.warning("lane state %s is invalid (%s); starting fresh", path, problem)
-        return LaneState(board, task_id, run_id)
-    state = LaneState.from_document(document)
-    state.begin_run(run_id)
-    return state
+        return None
+    return LaneState.from_document(document)
 
 
 def cycling_tasks(lanes_root: Path) -> list[LaneState]:

@@ -18,6 +18,7 @@ from typing import Any
 from journal import RecoveryReport
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BlockKind, Outcome, Run
+from lane_runner.run import undelivered
 from lane_runner.service import leftovers, usage_share
 from lane_runner.service.services import Services
 
@@ -50,6 +51,8 @@ class RecoveryResult:
     rescued: list[RunRef] = field(default_factory=list)
     unavailable_boards: dict[str, str] = field(default_factory=dict)
     ended_processes: list[int] = field(default_factory=list)
+    reconciled: list[RunRef] = field(default_factory=list)
+    """Accepted results this home's lane state kept that the board has from another run."""
     usage_sent: int = 0
     """Usage records the home held that their board's shared ledger had not taken yet."""
 
@@ -67,10 +70,22 @@ def recover(services: Services) -> RecoveryResult:
     for slug in services.store.board_slugs():
         try:
             result.reclaimed += _reclaim_orphans(services, slug)
+            result.reconciled += _reconcile(services, slug)
             result.usage_sent += _send_usage(services, slug)
         except BoardUnavailable as error:
             result.unavailable_boards[slug] = str(error)
     return result
+
+
+def _reconcile(services: Services, slug: str) -> list[RunRef]:
+    """Clear the lane states that still hold a result the board got through another run
+    (``run/undelivered.py``)."""
+    board = services.store.board(slug)
+    lanes = services.home.lane_dir(slug)
+    return [
+        RunRef(slug, done.task_id, done.accepted_run, done.describe())
+        for done in undelivered.reconcile(board, services.journal, lanes, slug)
+    ]
 
 
 def _send_usage(services: Services, slug: str) -> int:

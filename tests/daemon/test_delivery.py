@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -16,7 +17,7 @@ import pytest
 
 from lane_runner.board.model import Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from lane_runner.run import branchhead, delivery, workspace
+from lane_runner.run import branchhead, cleanup, delivery, undelivered, workspace
 from lane_runner.run import context as contexts
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services
@@ -78,23 +79,36 @@ def test_the_result_is_one_commit_on_the_task_branch_with_trailers_and_a_diff_st
 def test_a_worker_that_committed_by_itself_is_respected(
     services: Services, lane: Lane  # noqa: F811
 ) -> None:
+    """The worker's commit is kept as it is; the runner's, empty, carries the result."""
     task = lane.add("commits itself", body="[sim:commit]", assignee="cli-claude-low")
     assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
-    [subject] = log(lane, f"main..{branch_of(lane, task.id)}", "%s")
-    assert subject == "simulated worker commit, turn 1"
+    runner, worker = log(lane, f"main..{branch_of(lane, task.id)}", "%H %s")
+    assert worker.endswith(" simulated worker commit, turn 1")
+    assert runner.endswith(" commits itself")
+    changed = subprocess.run(
+        ["git", "show", "--name-only", "--format=", runner.split()[0]],
+        cwd=lane.repo, capture_output=True, text=True, check=True,
+    ).stdout
+    assert changed == ""  # nothing was left for the runner's commit but the result
     delivered = completed_data(lane, task.id)["delivery"]
     assert isinstance(delivered, dict)
-    assert delivered["commit"] is None and len(delivered["commits"]) == 1
+    assert delivered["commit"] == runner.split()[0] and len(delivered["commits"]) == 2
 
 
 def test_nothing_to_commit_is_a_valid_result(services: Services, lane: Lane) -> None:  # noqa: F811
+    """No change: one empty commit, which carries the result and names the run."""
     task = lane.add("nothing to do", body="[sim:nochange]")
     assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
-    assert lane.board.get_task(task.id).status is Status.DONE
-    assert log(lane, f"main..{branch_of(lane, task.id)}") == []
+    done = lane.board.get_task(task.id)
+    assert done.status is Status.DONE
+    [made] = log(lane, f"main..{branch_of(lane, task.id)}")
+    [message] = log(lane, f"-1 {made}", "%B")
+    assert f"Lane-Run: {done.completed_run_id}\n" in message
+    carried = delivery.Carried.read(message)
+    assert carried is not None and carried.result == done.result
     delivered = completed_data(lane, task.id)["delivery"]
     assert isinstance(delivered, dict)
-    assert (delivered["commit"], delivered["commits"], delivered["diffstat"]) == (None, [], "")
+    assert (delivered["commit"], delivered["commits"], delivered["diffstat"]) == (made, [made], "")
 
 
 class Stop(BaseException):
@@ -311,3 +325,52 @@ def test_head_detached_at_an_older_commit_is_refused_naming_it(tmp_path: Path) -
         f"(at {tip[:12]}) nor ahead of it, so the result is not on that branch"
     )
     assert delivery.head(repo) == older and symbolic_head(repo) == ""  # nothing moved
+
+
+def test_a_home_without_the_lane_state_delivers_the_result_its_commit_carries(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """What another home meets (issue 48): the run that committed stopped before its pending
+    record, and the next run has no lane state of it, only the branch. It delivers the
+    result the commit carries, without the provider and without a second commit; the
+    home that still kept the result in its lane state clears it at its next recovery."""
+    task = lane.add("stopped after the commit")
+    first = claim(services, lane)
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise Stop
+
+    with monkeypatch.context() as patch:
+        patch.setattr(services.journal, "write_pending", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, first).execute()
+    state_file = lane.home.lane_dir(BOARD) / f"{task.id}.json"
+    kept = state_file.read_bytes()  # the home that stopped: its lane state holds the result
+    accepted = orjson.loads(kept)["delivery"]
+    state_file.unlink()  # the next run is another home's: it knows the branch only
+    lane.board.reclaim(first.run.id, "the runner restarted", Outcome.RECLAIMED)
+    [made] = log(lane, f"main..{branch_of(lane, task.id)}")
+
+    second = claim(services, lane)
+    assert RunExecutor(services, second).execute().ended == "committed"
+    assert log(lane, f"main..{branch_of(lane, task.id)}") == [made]
+    worktree = lane.home.worktree(BOARD, task.id)
+    assert (worktree / OUTPUT_FILE).read_text().count("turn") == 1
+    assert lane.lane_state(task.id)["attempts"] == []
+    done = lane.board.get_task(task.id)
+    assert done.completed_run_id == second.run.id and done.result == accepted["result"]
+    delivered = completed_data(lane, task.id)["delivery"]
+    assert isinstance(delivered, dict)
+    base = log(lane, "-1 main")[0]
+    assert (delivered["base"], delivered["commit"], delivered["commits"]) == (base, made, [made])
+
+    state_file.write_bytes(kept)  # the stopped home's lane state, still `accepted`
+    cleanup.sweep(services, cleanup.retention(services.cfg), time.time(), lambda: False)
+    assert lane.lane_state(task.id)["delivery"] is None  # the daemon's sweep clears it
+    state_file.write_bytes(kept)
+    board = services.store.board(BOARD)
+    lanes = lane.home.lane_dir(BOARD)
+    [cleared] = undelivered.reconcile(board, services.journal, lanes, BOARD)
+    assert (cleared.accepted_run, cleared.delivered_by) == (first.run.id, second.run.id)
+    assert lane.lane_state(task.id)["delivery"] is None
+    assert undelivered.reconcile(board, services.journal, lanes, BOARD) == []

@@ -115,6 +115,8 @@ class Pod(Runner):
     config: dict[str, object] = field(default_factory=lambda: dict(POD_CONFIG))
     daemon: subprocess.Popen[bytes] | None = None
     clock_offset: float = 0.0  # seconds this pod's clock is off (lane_runner/clock.py)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More environment for the daemon and CLI (e.g. ``LANE_RUNNER_SIM_STARTED_LOG``)."""
 
     def __post_init__(self) -> None:
         self.home = Home(self.root)
@@ -123,7 +125,7 @@ class Pod(Runner):
         self.write_config(board_url=self.board_url)
 
     def environ(self) -> dict[str, str]:
-        return {**super().environ(), OFFSET_VARIABLE: str(self.clock_offset)}
+        return {**super().environ(), OFFSET_VARIABLE: str(self.clock_offset), **self.extra_env}
 
     def clone(self, origin: Path) -> None:
         git("clone", "-q", str(origin), WORKSPACE, cwd=self.root)

@@ -202,7 +202,8 @@ def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
     real_lane: RealLane, model_server: ModelServer, provider: str
 ) -> None:
     """A real CLI whose tool commits its own work: that commit is the result, the runner
-    adds none. Another that changes nothing: done, with nothing committed."""
+    adds an empty one that carries the accepted result. Another that changes nothing:
+    done, with only that empty commit."""
     commits, idle = marker(f"self-commit-{provider}"), marker(f"no-change-{provider}")
     model_server.script(commits, **{provider: [
         {"shell": "echo mine > mine.txt && git add mine.txt && "
@@ -216,11 +217,14 @@ def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
     for task in (first, second):
         assert real_lane.board.get_task(task.id).status is Status.DONE, real_lane.task_log(
             task.id)[-3000:]
-    [own] = branch_commits(real_lane, first.id)
+    carrier, own = branch_commits(real_lane, first.id)
     assert git_says(real_lane, "log", "-1", "--format=%s", own).strip() == "by the worker"
+    assert git_says(real_lane, "show", "--name-only", "--format=", carrier).strip() == ""
     delivered = completions(real_lane, first.id)[0]["metadata"]["delivery"]  # type: ignore[index]
-    assert delivered["commit"] is None and delivered["commits"] == [own]  # type: ignore[index]
-    assert branch_commits(real_lane, second.id) == []
+    assert delivered["commit"] == carrier  # type: ignore[index]
+    assert delivered["commits"] == [own, carrier]  # type: ignore[index]
+    [empty] = branch_commits(real_lane, second.id)
+    assert git_says(real_lane, "show", "--name-only", "--format=", empty).strip() == ""
 
 
 #: A build that prints nothing: one CPU busy for nine seconds (under codex's 10 s yield).
