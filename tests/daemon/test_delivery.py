@@ -270,13 +270,15 @@ def test_a_worker_that_moved_head_has_its_result_on_the_task_branch(
     branch = branch_of(lane, task.id)
     worktree = lane.home.worktree(BOARD, task.id)
     assert symbolic_head(worktree) == f"refs/heads/{branch}"
-    [made] = log(lane, f"main..{branch}")
-    shown = subprocess.run(["git", "show", "--name-only", "--format=", made], cwd=lane.repo,
-                           capture_output=True, text=True, check=True).stdout.split()
-    assert shown == [OUTPUT_FILE] and status(worktree) == ""
+    commits = log(lane, f"main..{branch}")  # newest first
+    made = commits[0]  # the runner's, carrying the result; the worker's own below it
+    assert len(commits) == (2 if moved.endswith(":commit") else 1)
+    edited = subprocess.run(["git", "show", "--name-only", "--format=", commits[-1]],
+                            cwd=lane.repo, capture_output=True, text=True, check=True)
+    assert edited.stdout.split() == [OUTPUT_FILE] and status(worktree) == ""
     delivered = completed_data(lane, task.id)["delivery"]
     assert isinstance(delivered, dict) and delivered["head"] == made
-    assert delivered["commits"] == [made]
+    assert delivered["commits"] == commits[::-1]
 
 
 def test_a_worker_that_left_the_branch_behind_blocks_the_task_naming_head(

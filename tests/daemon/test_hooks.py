@@ -26,8 +26,9 @@ def head(lane: Lane, branch: str) -> str:
     return (lane.repo / ".git" / "refs" / "heads" / branch).read_text().strip()
 
 
-def run_until_idle(lane: Lane) -> None:
-    assert lane.start("--until-idle").wait(timeout=120) == 0
+def run_until_idle(lane: Lane, status: int = 0) -> None:
+    """A batch; ``status`` 4 when a task of it ends blocked (docs/commands.md)."""
+    assert lane.start("--until-idle").wait(timeout=120) == status
 
 
 def test_each_hook_runs_in_order_with_the_task_in_its_environment(lane: Lane) -> None:
@@ -54,7 +55,7 @@ def test_a_failing_before_run_fails_the_attempt_counted_until_the_task_gives_up(
 ) -> None:
     lane.write_config(failure_limit=2, hooks={"*": {"before_run": "echo no network >&2; exit 3"}})
     task = lane.add("never starts")
-    run_until_idle(lane)
+    run_until_idle(lane, 4)
     given_up = lane.board.get_task(task.id)
     assert given_up.status is Status.BLOCKED and given_up.block_kind == "gave_up"
     runs = lane.runs(task.id)
