@@ -57,25 +57,25 @@ def cgroup_room(limit: str, current: str, stat: str) -> int | None:
     return max(0, int(limit) - used)
 
 
-def cgroup_dir(self_cgroup: str, root: Path = CGROUP_ROOT) -> Path | None:
-    """The unified (v2) cgroup directory of this process under ``root``, from the text
-    of ``/proc/self/cgroup``."""
+def cgroup_chain(self_cgroup: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """This process's unified (v2) cgroup directory under ``root`` and each ancestor up
+    to ``root`` itself, from the text of ``/proc/self/cgroup``: a nested cgroup may be
+    unlimited while an ancestor is limited. Under a cgroup namespace (a container's
+    usual view) the process is at ``/`` and its own limits are ``root``'s files; on a
+    host the root cgroup has none, so including it costs nothing."""
     for line in self_cgroup.splitlines():
         hierarchy, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if hierarchy == "0" and controllers == "":
-            return root / path.lstrip("/")
-    return None
+            directory = root / path.lstrip("/")
+            return [directory, *(p for p in directory.parents if p == root or root in p.parents)]
+    return []
 
 
-def _cgroup_reading() -> Reading | None:
+def _cgroup_reading(self_cgroup: Path = SELF_CGROUP, root: Path = CGROUP_ROOT) -> Reading | None:
     try:
-        directory = cgroup_dir(SELF_CGROUP.read_text())
-        if directory is None:
-            return None
-        # A nested cgroup may be unlimited while an ancestor is limited: the lowest room wins.
-        best: Reading | None = None
-        while directory != CGROUP_ROOT and CGROUP_ROOT in directory.parents:
+        best: Reading | None = None  # the lowest room on the way up wins
+        for directory in cgroup_chain(self_cgroup.read_text(), root):
             limit = directory / "memory.max"
             if limit.exists():
                 room = cgroup_room(
@@ -84,8 +84,8 @@ def _cgroup_reading() -> Reading | None:
                     (directory / "memory.stat").read_text(),
                 )
                 if room is not None and (best is None or room < best.available):
-                    best = Reading(room, f"cgroup {directory.relative_to(CGROUP_ROOT)}")
-            directory = directory.parent
+                    name = directory.relative_to(root).as_posix()
+                    best = Reading(room, f"cgroup /{'' if name == '.' else name}")
         return best
     except OSError as error:
         log.debug("cgroup memory unreadable, using MemAvailable alone: %s", error)

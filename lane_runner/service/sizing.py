@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from lane_runner.service.memory import CGROUP_ROOT, MEMINFO, SELF_CGROUP, cgroup_dir
+from lane_runner.service.memory import CGROUP_ROOT, MEMINFO, SELF_CGROUP, cgroup_chain
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +90,9 @@ def read_limits(
     except OSError as error:
         log.debug("no %s, so no MemTotal: %s", meminfo, error)
     try:
-        directory = cgroup_dir(self_cgroup.read_text(), root)
-        while directory is not None and directory != root and root in directory.parents:
+        for directory in cgroup_chain(self_cgroup.read_text(), root):
             memories.append(memory_max(_read(directory / "memory.max")))
             cpus.append(cpu_max(_read(directory / "cpu.max")))
-            directory = directory.parent
     except OSError as error:
         log.debug("cgroup limits unreadable, sizing by the node alone: %s", error)
     cpus.append(float(node_cpus if node_cpus is not None else _node_cpus()))

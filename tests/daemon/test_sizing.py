@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.service import sizing
+from lane_runner.service import memory, sizing
 from lane_runner.service.sizing import Limits
 
 GIB = 1 << 30
@@ -107,3 +107,28 @@ def test_cpu_max_reads_the_quota(text: str, cpus: float | None) -> None:
 def test_mem_total_reads_meminfo() -> None:
     assert sizing.mem_total(MEMINFO) == 24 * GIB
     assert sizing.memory_max("max\n") is None and sizing.memory_max("1024\n") == 1024
+
+
+def test_under_a_cgroup_namespace_the_limits_are_the_roots(tmp_path: Path) -> None:
+    """A container's usual view: it is at ``/`` of its own cgroup tree, whose files are
+    its limits (the loop that stopped below the root read none of them)."""
+    root = node(tmp_path, {".": {"memory.max": str(4 * GIB), "cpu.max": "200000 100000"}},
+                cgroup="")
+    assert limits(tmp_path, root) == Limits(memory=4 * GIB, cpus=2.0)
+
+
+def test_the_memory_guard_reads_the_room_of_the_same_chain(tmp_path: Path) -> None:
+    """``min_available_memory_mb``'s room: the pod's limit under a namespace, and the
+    lowest room of a nested cgroup's ancestors, named."""
+    root = node(tmp_path, {".": {"memory.max": str(4 * GIB), "memory.current": str(3 * GIB),
+                                 "memory.stat": f"anon 1\ninactive_file {GIB // 2}"}},
+                cgroup="")
+    assert memory._cgroup_reading(tmp_path / "self-cgroup", root) == memory.Reading(
+        GIB + GIB // 2, "cgroup /")
+    pod = "kubepods.slice/kubepods-burstable.slice/pod-1.slice"
+    nested = node(tmp_path / "nested", {
+        NESTED: {"memory.max": "max", "memory.current": str(GIB), "memory.stat": ""},
+        pod: {"memory.max": str(2 * GIB), "memory.current": str(GIB), "memory.stat": ""},
+    })
+    assert memory._cgroup_reading(tmp_path / "nested" / "self-cgroup", nested) == (
+        memory.Reading(GIB, f"cgroup /{pod}"))
