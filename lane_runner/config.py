@@ -270,6 +270,12 @@ def cli_overrides(cfg: Config, provider: str) -> dict[str, Any]:
     return dict(getattr(cfg, f"{provider}_config", None) or {})
 
 
+def cli_sandbox(cfg: Config, provider: str) -> str | None:
+    """``<provider>_sandbox``: that CLI's own sandbox mode; None for a CLI without one."""
+    value: str | None = getattr(cfg, f"{provider}_sandbox", None)
+    return value
+
+
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
     """``<provider>_env``: variables the operator sets for that CLI's workers."""
     return dict(getattr(cfg, f"{provider}_env"))
@@ -456,12 +462,16 @@ class Key:
 
 
 def _cli_setting_keys(cli: Provider) -> tuple[Key, ...]:
-    """``<provider>_config`` (for a CLI that takes its settings from the runner) and
-    ``<provider>_env``, as the adapter describes them."""
-    env = Key(f"{cli.name}_env", _cli_env, {}, cli.env_help)
-    if not cli.takes_config:
-        return (env,)
-    return Key(f"{cli.name}_config", _cli_config(cli), {}, cli.config_help), env
+    """``<provider>_config`` (for a CLI that takes its settings from the runner),
+    ``<provider>_env`` and ``<provider>_sandbox`` (for a CLI with a sandbox of its own
+    to choose), as the adapter describes them."""
+    keys = [Key(f"{cli.name}_env", _cli_env, {}, cli.env_help)]
+    if cli.takes_config:
+        keys.insert(0, Key(f"{cli.name}_config", _cli_config(cli), {}, cli.config_help))
+    if cli.sandbox_modes:
+        modes = cli.sandbox_modes
+        keys.append(Key(f"{cli.name}_sandbox", _choice(*modes), modes[0], cli.sandbox_help))
+    return tuple(keys)
 
 
 KEYS: tuple[Key, ...] = (

@@ -42,6 +42,7 @@ from lane_runner.service import (
     metrics,
     pause,
     recovery,
+    sizing,
     status,
     stuck,
     usable,
@@ -367,11 +368,11 @@ class Daemon:
 
     @staticmethod
     def _concurrency(cfg: configuration.Config) -> int:
-        """The slots: ``concurrency``, or with 0 one per ``memory_per_run_mb`` of the
-        memory this runner may use (``service/memory.py``)."""
+        """The slots: ``concurrency``, or with 0 what this runner's cgroup (else the
+        node) has room for (``service/sizing.py``)."""
         if cfg.concurrency:
             return int(cfg.concurrency)
-        return memory.derived_concurrency(memory.total(), cfg.memory_per_run_mb)
+        return sizing.derived_concurrency(sizing.read_limits(), cfg.memory_per_run_mb)
 
     def _open_boards(self) -> list[str]:
         """The boards claims may come from: paused ones are skipped (``claim`` would refuse

@@ -36,6 +36,7 @@ class Settings:
     claude_bin: str | None
     codex_config: dict[str, Any]
     codex_env: dict[str, str]
+    codex_sandbox: str
     claude_env: dict[str, str]
     simulate: bool
     worker_user: str | None
@@ -113,6 +114,7 @@ class Changes(TypedDict, total=False):
     claude_bin: Any
     codex_config: Any
     codex_env: Any
+    codex_sandbox: Any
     claude_env: Any
     simulate: Any
     worker_user: Any

@@ -205,8 +205,11 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return (done.stdout + "\n" + done.stderr).strip()
 
 
-def runner_argv(provider: str, executable: Path, scratch: Path) -> list[str]:
-    """What the runner would run for a fresh attempt, with a bogus model and ``--help``."""
+def runner_argv(
+    provider: str, executable: Path, scratch: Path, sandbox: str | None = None
+) -> list[str]:
+    """What the runner would run for a fresh attempt (in the configured ``sandbox``
+    mode), with a bogus model and ``--help``."""
     request = ProviderRequest(
         provider=provider,
         executable=executable,
@@ -222,6 +225,7 @@ def runner_argv(provider: str, executable: Path, scratch: Path) -> list[str]:
         log_path=scratch / "log",
         env={},
         deadline=0.0,
+        sandbox=sandbox,
     )
     argv = adapter(provider).argv(
         request, resume=False, result_file=request.result_file, schema="{}"
@@ -251,7 +255,7 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
         elif cfg.simulate:
             checks.append(Check(f"{provider} CLI", Level.PASS, f"simulated ({executable})"))
         else:
-            checks.extend(_probe(provider, executable))
+            checks.extend(_probe(provider, executable, config.cli_sandbox(cfg, provider)))
     if not cfg.simulate:
         checks += login_verdicts(_logins(cfg, binaries))
     return checks
@@ -279,7 +283,7 @@ def login_verdicts(logins: dict[str, Login]) -> list[Check]:
     ]
 
 
-def _probe(provider: str, executable: Path) -> list[Check]:
+def _probe(provider: str, executable: Path, sandbox: str | None) -> list[Check]:
     """``--version`` and the runner's argv with ``--help``, in the environment a worker
     gets: the probe is a CLI like any other, and the runner's secrets stay out of it."""
     problem = identity_problem(provider, executable)
@@ -289,7 +293,8 @@ def _probe(provider: str, executable: Path) -> list[Check]:
     env = worker_environment(provider)
     with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
         version = _run([str(executable), "--version"], Path(scratch), env).splitlines()
-        parsed = _run(runner_argv(provider, executable, Path(scratch)), Path(scratch), env)
+        argv = runner_argv(provider, executable, Path(scratch), sandbox)
+        parsed = _run(argv, Path(scratch), env)
     return [
         Check(f"{provider} CLI", Level.PASS, f"{executable}: {version[0] if version else '?'}"),
         parser_verdict(provider, parsed),

@@ -94,6 +94,20 @@ class Provider(Protocol):
         """What ``<name>_env`` is for, for ``config show``."""
 
     @property
+    def sandbox_modes(self) -> tuple[str, ...]:
+        """The CLI's own sandbox modes the runner offers (``<name>_sandbox``), the default
+        first; empty: the CLI has none the runner can choose (docs/security.md)."""
+
+    @property
+    def sandbox_help(self) -> str:
+        """What ``<name>_sandbox`` chooses, for ``config show`` (when ``sandbox_modes``)."""
+
+    @property
+    def denies_by(self) -> str:
+        """How this CLI is given the runner's deny list (``denied.py``), in words for
+        docs and ``doctor``; empty: it has no way to deny a command."""
+
+    @property
     def writes_result_file(self) -> bool:
         """Whether the CLI writes its final answer to a file (codex ``-o``)."""
 
@@ -169,6 +183,11 @@ class Provider(Protocol):
         """The settings file every run of this CLI gets (claude ``--settings``), or None."""
         ...
 
+    def prepare(self, req: ProviderRequest) -> None:
+        """Put in place what the CLI reads before it starts for ``req`` (codex: the deny
+        list as a rules file in its home); OSError when it cannot."""
+        ...
+
     def speaks(self, event: dict[str, Any]) -> bool:
         """Whether ``event`` (a line of a task log) is one of this CLI's events."""
         ...
@@ -192,6 +211,9 @@ class CLIAdapter:
     takes_config: ClassVar[bool] = False
     config_help: ClassVar[str] = ""
     env_help: ClassVar[str]
+    sandbox_modes: ClassVar[tuple[str, ...]] = ()
+    sandbox_help: ClassVar[str] = ""
+    denies_by: ClassVar[str] = ""
     writes_result_file: ClassVar[bool] = False
     reserves_session: ClassVar[bool] = False
     """The runner names the session before the first start (claude ``--session-id``)."""
@@ -245,6 +267,10 @@ class CLIAdapter:
         raise NotImplementedError
 
     def settings_file(self) -> str | None:
+        return None
+
+    def prepare(self, req: ProviderRequest) -> None:
+        """A CLI that reads nothing the runner writes for it needs nothing here."""
         return None
 
     def speaks(self, event: dict[str, Any]) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from lane_runner.providers import resets
+from lane_runner.providers import denied, resets
 from lane_runner.providers.adapter import (
     CLIAdapter,
     Login,
@@ -32,15 +32,9 @@ from lane_runner.providers.reading import Reading, result_object
 from lane_runner.providers.usage import LimitNotice, UsageReport, tokens
 from lane_runner.urls import is_http_url
 
-DENIED_TOOLS = (
-    "Bash(git push --force *)",
-    "Bash(git push -f *)",
-    "Bash(git push --force-with-lease *)",
-    "Bash(git reset --hard *)",
-    "Bash(git clean -f *)",
-    "Bash(git clean -fd *)",
-    "Bash(git clean -fdx *)",
-)
+#: The runner's deny list (``denied.py``) as claude's permission rules: a Bash call whose
+#: command begins with a denied prefix is refused.
+DENIED_TOOLS = tuple(f"Bash({denied.spelled(command)} *)" for command in denied.DENIED_COMMANDS)
 
 
 #: What ``--settings`` gives every worker (``settings_text``): no prompt that only a
@@ -363,6 +357,7 @@ class Claude(CLIAdapter):
         "xhigh": "claude-opus-4-5",
     }
     env_help = "variables set for claude workers (ANTHROPIC_BASE_URL, CLAUDE_CODE_USE_BEDROCK...)"
+    denies_by = "--disallowedTools, and permissions.deny in its --settings file"
     reserves_session = True
     inline_schema = True
     #: "Session ID already in use" on a fresh start: resume it; "No conversation found"

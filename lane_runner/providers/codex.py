@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import files, redact
-from lane_runner.providers import resets
+from lane_runner.providers import denied, resets, worker_files
 from lane_runner.providers.adapter import (
     CLIAdapter,
     Login,
@@ -46,6 +46,15 @@ NO_FINAL_MESSAGE = (
 #: Set by the runner on every attempt from its route: an operator's override would
 #: contradict the router.
 ROUTED_KEYS = frozenset({"model", "model_reasoning_effort"})
+#: Chosen by ``codex_sandbox``: one setting says what codex may do (docs/security.md).
+POSTURE_KEYS = frozenset({"sandbox_mode", "approval_policy"})
+#: ``codex_sandbox``: ``bypass`` (the default: no sandbox, no approvals, as before the
+#: setting existed), or codex's own sandbox for the commands its model runs.
+BYPASS = "bypass"
+SANDBOX_MODES = (BYPASS, "workspace-write", "read-only")
+#: The runner's rules file in codex's home (``<CODEX_HOME>/rules``), which codex loads
+#: with the operator's own rules at every start.
+RULES_NAME = "lane-runner.rules"
 #: Providers codex knows without a ``model_providers.<id>`` table.
 BUILT_IN_PROVIDERS = frozenset({"openai", "oss", "ollama", "lmstudio"})
 _KEY_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -78,6 +87,8 @@ def overrides(table: Mapping[str, Any]) -> dict[str, Any]:
                 continue
             if path in ROUTED_KEYS:
                 raise ValueError(f"{path!r} is chosen by the router for each attempt")
+            if path in POSTURE_KEYS:
+                raise ValueError(f"{path!r} is chosen by codex_sandbox (docs/security.md)")
             if redact.SECRET_NAME.search(key) or redact.url(str(value)) != str(value):
                 # On the command line every local user could read it (/proc/<pid>/cmdline).
                 raise ValueError(
@@ -157,9 +168,9 @@ def gateway(settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | 
 def _worker_defines(provider: str, env: Mapping[str, str]) -> bool:
     """Whether the worker's own ``config.toml`` (under ``CODEX_HOME``, else
     ``~/.codex``) has a ``[model_providers.<provider>]`` table."""
-    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or "/nonexistent") / ".codex")
+    home = codex_home(env)
     try:  # the worker's file: never through a link, never a FIFO, never unbounded
-        with files.open_reader(Path(home) / "config.toml") as reader:
+        with files.open_reader(home / "config.toml") as reader:
             document = tomllib.loads(reader.read(MAX_RESULT_FILE_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         log.debug("no worker codex config to read at %s: %s", home, error)
@@ -180,7 +191,7 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     """New thread with ``thread_id`` None, else ``exec resume``; prompt comes on stdin (``-``).
 
     The operator's ``codex_config`` overrides come first, so the runner's own flags
-    (model, effort, schema) are the ones codex keeps.
+    (model, effort, schema, sandbox) are the ones codex keeps.
 
     ``exec resume`` has no ``-C``: it runs in its working directory, which the
     supervisor sets to the workspace for both forms. ``--dangerously-bypass-hook-trust``
@@ -190,6 +201,7 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     common = [
         "--json",
         *override_flags(req.config_overrides),
+        *sandbox_flags(req.sandbox),
         "-m",
         req.model,
         "-c",
@@ -201,13 +213,60 @@ def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> l
     ]
     head = [
         str(req.executable),
-        "--dangerously-bypass-approvals-and-sandbox",
+        *bypass_flags(req.sandbox),
         "--dangerously-bypass-hook-trust",
         "exec",
     ]
     if thread_id:
         return [*head, "resume", *common, thread_id, "-"]
     return [*head, *common, "-C", str(req.workspace), "-"]
+
+
+def bypass_flags(mode: str | None) -> list[str]:
+    """``bypass`` (or no choice): codex's sandbox and approvals both off, before ``exec``
+    as the runner has always passed it."""
+    return ["--dangerously-bypass-approvals-and-sandbox"] if (mode or BYPASS) == BYPASS else []
+
+
+def sandbox_flags(mode: str | None) -> list[str]:
+    """Codex's own sandbox ``mode`` as ``-c`` overrides, which ``exec`` and ``exec resume``
+    both take (``--sandbox`` is not an option of ``exec resume``), with approvals
+    never asked: nobody is there to answer, so a command the sandbox refuses fails
+    and the model is told so. Outside the bypass codex also asks that its directory be
+    a trusted git repository; the workspace is the task's own worktree, so that check
+    is skipped as the bypass skips it. Nothing for ``bypass``."""
+    if (mode or BYPASS) == BYPASS:
+        return []
+    if mode not in SANDBOX_MODES:
+        raise ValueError(f"codex_sandbox {mode!r}: expected one of {', '.join(SANDBOX_MODES)}")
+    return [
+        "-c", f'sandbox_mode="{mode}"', "-c", 'approval_policy="never"', "--skip-git-repo-check"
+    ]
+
+
+def rules_text() -> str:
+    """The deny list (``denied.py``) as a codex execpolicy rules file: each prefix
+    ``forbidden``, which codex enforces whatever its approval policy and sandbox (a
+    forbidden command is refused, never run, and the model is told why)."""
+    rules = [
+        f"prefix_rule(\n    pattern = {json.dumps(list(command))},\n"
+        f'    decision = "forbidden",\n    justification = {json.dumps(denied.REASON)},\n)\n'
+        for command in denied.DENIED_COMMANDS
+    ]
+    return "# Written by lane-runner before every codex start; edits are replaced.\n" + "".join(
+        rules
+    )
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """Where codex keeps its settings, logins and rules for a worker with ``env``:
+    ``CODEX_HOME``, else ``~/.codex``."""
+    return Path(env.get("CODEX_HOME") or str(Path(env.get("HOME") or "/nonexistent") / ".codex"))
+
+
+def rules_file(env: Mapping[str, str]) -> Path:
+    """The runner's rules file in the codex home of a worker with ``env``."""
+    return codex_home(env) / "rules" / RULES_NAME
 
 
 #: Item types that are a tool at work: codex starts them (``item.started``), the tool
@@ -344,6 +403,12 @@ class Codex(CLIAdapter):
     takes_config = True
     config_help = "codex settings passed as -c key=value (model_provider, model_providers.<id>...)"
     env_help = "variables set for codex workers (the gateway's key)"
+    sandbox_modes = SANDBOX_MODES
+    sandbox_help = (
+        "what codex may do: bypass (no sandbox, no approvals), workspace-write or "
+        "read-only (codex's own sandbox; needs user namespaces, see docs/security.md)"
+    )
+    denies_by = f"an execpolicy rules file, <CODEX_HOME>/rules/{RULES_NAME}"
     writes_result_file = True
     #: "no rollout found for thread id": a fresh thread, reported through ``on_session``.
     session_fallbacks = {(True, Classification.SESSION_MISSING): False}
@@ -370,6 +435,12 @@ class Codex(CLIAdapter):
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         return overrides(table)
+
+    def prepare(self, req: ProviderRequest) -> None:
+        """The deny list as a rules file in the worker's codex home, written as the
+        worker (its home is the worker's to own), before every start: a worker that
+        removed or edited it gets it back."""
+        worker_files.publish(rules_file(req.env), rules_text().encode(), req.run_as)
 
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str

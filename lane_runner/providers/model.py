@@ -107,6 +107,11 @@ class ProviderRequest:
     """The operator's settings of the CLI's own configuration (``codex_config``, flat
     dotted keys): codex gets each as ``-c key=value``; claude takes its settings from
     the environment instead."""
+    sandbox: str | None = None
+    """The CLI's own sandbox mode (``<provider>_sandbox``); None: the adapter's default."""
+    simulated: bool = False
+    """The executable is a bundled simulator (``simulate``): nothing is written for it in
+    the worker's home (codex's rules file), which may be a person's own."""
     closing_grace: float = 5.0
     """How long the CLI may take to exit after its final answer before its tree is ended."""
     on_usage: Callable[[UsageReport], None] = _ignore_usage

@@ -26,6 +26,14 @@ RESULT_SCHEMA = "worker-result.schema.json"
 def run_attempt(req: ProviderRequest) -> Attempt:
     """Run ``req`` with its provider's adapter; ValueError for a provider none has."""
     cli = adapter(req.provider)
+    if not req.simulated:
+        try:
+            cli.prepare(req)
+        except OSError as error:
+            # Started without them, the CLI would run outside the posture docs/security.md
+            # promises: the attempt is refused, and the runner falls back or waits.
+            reason = f"{req.provider} cannot be started with the runner's deny list: {error}"
+            return Attempt(Classification.MISCONFIGURED, reason, None, None, None, None, "")
     return cli.attempt(req, lambda argv, result_file: _run(cli, req, argv, result_file))
 
 

@@ -55,7 +55,7 @@ _EXCERPT = 500
 #: Failures worth asking again within the same call: the router may be restarting.
 _RETRIED = frozenset({Cause.UNREACHABLE, Cause.TIMEOUT, Cause.BUSY})
 #: Pooled connections with ``concurrency = 0``: the most slots memory may give
-#: (``service/memory.py``, ``MAX_DERIVED``).
+#: (``service/sizing.py``, ``MAX_DERIVED``).
 DERIVED_SLOTS = 16
 
 

@@ -97,6 +97,8 @@ class AttemptPlan:
     """``<provider>_env``: what the operator sets in this CLI's environment."""
     overrides: Mapping[str, Any]
     """``<provider>_config``: the CLI's own settings the runner hands it."""
+    sandbox: str | None
+    """``<provider>_sandbox``: the CLI's own sandbox mode; None: it has none to choose."""
     settings_path: Path
 
     @property
@@ -133,6 +135,7 @@ def plan_attempt(
         resume=bool(session) and not reserved and started.get(provider, False),
         settings=config.cli_environment(cfg, provider),
         overrides=config.cli_overrides(cfg, provider),
+        sandbox=config.cli_sandbox(cfg, provider),
         settings_path=home.settings_file(provider),
     )
 
@@ -169,6 +172,8 @@ def request(
         log_path=log_path,
         env=env,
         config_overrides=dict(plan.overrides),
+        sandbox=plan.sandbox,
+        simulated=cfg.simulate,
         heartbeat_interval=cfg.heartbeat_interval,
         stall_timeout=cfg.stall_timeout,
         tool_stall_timeout=cfg.tool_stall_timeout,

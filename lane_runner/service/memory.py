@@ -4,9 +4,8 @@ The daemon claims nothing while this is under ``min_available_memory_mb`` (press
 ``critical``) and starts at most one new run per pass under ``elevated_memory_mb``
 (``elevated``), as the Hermes dispatcher does: a static ``concurrency`` cannot see
 other tenants, and an agent CLI with its tool processes takes hundreds of MiB. The
-default ``concurrency`` (0) is derived from the memory this runner may use in all
-(``total``, ``derived_concurrency``). Reading fails open (no number, no hold): a host
-without ``/proc`` must still work.
+default ``concurrency`` (0) is sized by ``sizing.py``. Reading fails open (no number,
+no hold): a host without ``/proc`` must still work.
 """
 
 from __future__ import annotations
@@ -58,24 +57,25 @@ def cgroup_room(limit: str, current: str, stat: str) -> int | None:
     return max(0, int(limit) - used)
 
 
-def _cgroup_dir(self_cgroup: str) -> Path | None:
-    """The unified (v2) cgroup directory of this process, from ``/proc/self/cgroup``."""
+def cgroup_chain(self_cgroup: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """This process's unified (v2) cgroup directory under ``root`` and each ancestor up
+    to ``root`` itself, from the text of ``/proc/self/cgroup``: a nested cgroup may be
+    unlimited while an ancestor is limited. Under a cgroup namespace (a container's
+    usual view) the process is at ``/`` and its own limits are ``root``'s files; on a
+    host the root cgroup has none, so including it costs nothing."""
     for line in self_cgroup.splitlines():
         hierarchy, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if hierarchy == "0" and controllers == "":
-            return CGROUP_ROOT / path.lstrip("/")
-    return None
+            directory = root / path.lstrip("/")
+            return [directory, *(p for p in directory.parents if p == root or root in p.parents)]
+    return []
 
 
-def _cgroup_reading() -> Reading | None:
+def _cgroup_reading(self_cgroup: Path = SELF_CGROUP, root: Path = CGROUP_ROOT) -> Reading | None:
     try:
-        directory = _cgroup_dir(SELF_CGROUP.read_text())
-        if directory is None:
-            return None
-        # A nested cgroup may be unlimited while an ancestor is limited: the lowest room wins.
-        best: Reading | None = None
-        while directory != CGROUP_ROOT and CGROUP_ROOT in directory.parents:
+        best: Reading | None = None  # the lowest room on the way up wins
+        for directory in cgroup_chain(self_cgroup.read_text(), root):
             limit = directory / "memory.max"
             if limit.exists():
                 room = cgroup_room(
@@ -84,8 +84,8 @@ def _cgroup_reading() -> Reading | None:
                     (directory / "memory.stat").read_text(),
                 )
                 if room is not None and (best is None or room < best.available):
-                    best = Reading(room, f"cgroup {directory.relative_to(CGROUP_ROOT)}")
-            directory = directory.parent
+                    name = directory.relative_to(root).as_posix()
+                    best = Reading(room, f"cgroup /{'' if name == '.' else name}")
         return best
     except OSError as error:
         log.debug("cgroup memory unreadable, using MemAvailable alone: %s", error)
@@ -136,58 +136,3 @@ def pressure(reading: Reading | None, minimum_mb: int, elevated_mb: int) -> str:
     if elevated_mb and reading.available < elevated_mb * (1 << 20):
         return ELEVATED
     return OK
-
-
-#: The most slots ``concurrency = 0`` derives, whatever the memory: past this the CPUs
-#: and the accounts are the limit, not memory.
-MAX_DERIVED = 16
-
-
-def mem_total(meminfo: str) -> int | None:
-    """``MemTotal`` in bytes from ``/proc/meminfo`` text (pure)."""
-    for line in meminfo.splitlines():
-        name, _, rest = line.partition(":")
-        if name == "MemTotal":
-            fields = rest.split()
-            return int(fields[0]) * 1024 if fields and fields[0].isdigit() else None
-    return None
-
-
-def _cgroup_limit() -> int | None:
-    """The lowest ``memory.max`` of this process's cgroup and its ancestors, if any."""
-    try:
-        directory = _cgroup_dir(SELF_CGROUP.read_text())
-        lowest: int | None = None
-        while directory is not None and directory != CGROUP_ROOT and (
-            CGROUP_ROOT in directory.parents
-        ):
-            limit = directory / "memory.max"
-            text = limit.read_text().strip() if limit.exists() else "max"
-            if text.isdigit() and (lowest is None or int(text) < lowest):
-                lowest = int(text)
-            directory = directory.parent
-        return lowest
-    except OSError as error:
-        log.debug("cgroup memory limit unreadable, using MemTotal alone: %s", error)
-        return None
-
-
-def total() -> int | None:
-    """The memory this runner may use in all: ``MemTotal``, or its cgroup's limit when
-    lower (a pod's limit); None when neither is known."""
-    try:
-        found = mem_total(MEMINFO.read_text())
-    except OSError as error:
-        log.debug("no /proc/meminfo: %s", error)
-        found = None
-    limit = _cgroup_limit()
-    known = [value for value in (found, limit) if value is not None]
-    return min(known) if known else None
-
-
-def derived_concurrency(total_bytes: int | None, per_run_mb: int) -> int:
-    """The slots ``concurrency = 0`` means: one per ``per_run_mb`` of ``total_bytes``, from
-    1 to ``MAX_DERIVED``; 4 (the old fixed default) when memory is unknown (pure)."""
-    if total_bytes is None:
-        return 4
-    return max(1, min(MAX_DERIVED, total_bytes // (per_run_mb << 20)))

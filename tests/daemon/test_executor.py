@@ -226,6 +226,12 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
         for path in [repo, *repo.rglob("*")]:
             os.chown(path, worker.pw_uid, worker.pw_gid)
         monkeypatch.setenv("IS_SANDBOX", "1")
+        # nobody's home is /nonexistent: codex's home (where the runner writes its rules
+        # file, as the worker) must be one the worker can write, as a real codex needs
+        codex_home = base / "codex-home"
+        codex_home.mkdir()
+        os.chown(codex_home, worker.pw_uid, worker.pw_gid)
+        monkeypatch.setenv("CODEX_HOME", str(codex_home))
         environ = {
             "LANE_RUNNER_WORKER_USER": "nobody",
             "LANE_RUNNER_CODEX_BIN": str(codex),

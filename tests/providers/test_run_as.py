@@ -49,10 +49,21 @@ def test_the_cli_runs_as_the_worker_user(make_request: RequestFactory, shared_di
     script.chmod(0o755)
     workspace = shared_dir / "workspace"
     workspace.mkdir(mode=0o777)
-    attempt = run_attempt(make_request(
+    worker_home = shared_dir / "worker-home"
+    worker_home.mkdir()
+    worker_home.chmod(0o777)
+    req = make_request(
         "codex", executable=script, workspace=workspace, run_as="nobody",
         result_file=shared_dir / "unused.result.json",
-    ))
+    )
+    req.env["CODEX_HOME"] = str(worker_home / ".codex")
+    attempt = run_attempt(req)
     assert attempt.classification is Classification.OK, attempt.reason
+    # codex's home is the worker's: the runner's rules file, and the directories it
+    # made for it, belong to the worker user, not to root
+    rules = worker_home / ".codex" / "rules" / "lane-runner.rules"
+    assert rules.stat().st_uid == rules.parent.stat().st_uid == rules.parent.parent.stat().st_uid
+    assert rules.stat().st_uid == user.pw_uid
+    assert (rules.stat().st_mode & 0o777, rules.parent.stat().st_mode & 0o777) == (0o644, 0o700)
     assert attempt.structured is not None
     assert attempt.structured["summary"] == f"uid {user.pw_uid}"
