@@ -14,7 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from lane_runner.providers.supervisor import user_ids
+from lane_runner.providers.proctree import user_ids
 
 #: How long the child may take: a mkdir and a small write.
 WRITE_TIMEOUT = 30.0
