@@ -73,3 +73,14 @@ def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         pytest.skip(why)
     with bouncer.running(tmp_path_factory.mktemp("pgbouncer"), ADMIN_URL) as port:
         yield port
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The crash campaign's counts (``tests/postgres/test_campaign.py``), in the summary
+    whether it passed or failed: a ``campaign`` property of its report, which travels
+    from a pytest-xdist worker to the session that prints."""
+    for outcome in ("passed", "failed"):
+        for report in terminalreporter.getreports(outcome):
+            for name, value in report.user_properties:
+                if name == "campaign":
+                    terminalreporter.write_line(str(value))
