@@ -26,7 +26,10 @@ def measure(scale: Scale, workdir: Path) -> Figure:
         columns=["seed", "kills", "tasks", *[name.replace("_", " ") for name in COUNTS],
                  "minutes"],
     )
-    why_not = unavailable()
+    why_not = unavailable() or (
+        None if scale.campaign_kills else
+        "not at this scale (tests/postgres/test_campaign.py runs the campaign in the suite)"
+    )
     if why_not:
         figure.notes.append(f"Skipped: {why_not}.")
         return figure
