@@ -10,7 +10,10 @@ counting rules are unit-tested on hand-made evidence.
 - ``followups_twice``: a push or an ``after_done`` run repeated for a task, unless every
   run of it carried the same ``LANE_DELIVERY_ID`` (at-least-once with a key is allowed);
 - ``processes_left``: processes of the campaign alive after both daemons stopped;
-- ``unfinished``: tasks neither done nor blocked when the campaign gave up waiting.
+- ``unfinished``: tasks neither done nor blocked when the campaign gave up waiting;
+- ``followups_missing``: done tasks whose push or ``after_done`` never ran;
+- ``unrecorded``: done tasks with no CLI run or no result commit on record: the
+  campaign's own recorders failed, and every other count would be blind.
 """
 
 from __future__ import annotations
@@ -65,13 +68,15 @@ class Counts:
     followups_twice: int
     processes_left: int
     unfinished: int
+    followups_missing: int = 0
+    unrecorded: int = 0
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per non-zero count, what was counted (task ids, processes), to look at."""
 
     def failed(self) -> list[str]:
         """The names of the counts that are not zero."""
         names = ("lost", "duplicate_commits", "second_runs", "followups_twice",
-                 "processes_left", "unfinished")
+                 "processes_left", "unfinished", "followups_missing", "unrecorded")
         return [name for name in names if getattr(self, name)]
 
     def line(self, seed: int, kills: int) -> str:
@@ -79,7 +84,8 @@ class Counts:
             f"campaign: seed={seed} kills={kills} tasks={self.tasks} lost={self.lost} "
             f"duplicate_commits={self.duplicate_commits} second_runs={self.second_runs} "
             f"followups_twice={self.followups_twice} processes_left={self.processes_left} "
-            f"unfinished={self.unfinished}"
+            f"unfinished={self.unfinished} followups_missing={self.followups_missing} "
+            f"unrecorded={self.unrecorded}"
         )
 
 
@@ -91,6 +97,9 @@ def count(evidence: Evidence) -> Counts:
     unfinished = sorted(
         task for task, status in evidence.tasks.items() if status not in ("done", "blocked")
     )
+    done = sorted(task for task, status in evidence.tasks.items() if status == "done")
+    missing = _missing(done, evidence.pushes, evidence.after_done)
+    unrecorded = _missing(done, evidence.cli_runs, evidence.commits)
     examples = {
         "lost": tuple(f"{task} run {run}" for task, run in lost),
         "duplicate_commits": tuple(duplicates),
@@ -98,6 +107,8 @@ def count(evidence: Evidence) -> Counts:
         "followups_twice": tuple(twice),
         "processes_left": evidence.processes_left,
         "unfinished": tuple(unfinished),
+        "followups_missing": tuple(missing),
+        "unrecorded": tuple(unrecorded),
     }
     return Counts(
         tasks=len(evidence.tasks),
@@ -107,6 +118,8 @@ def count(evidence: Evidence) -> Counts:
         followups_twice=len(twice),
         processes_left=len(evidence.processes_left),
         unfinished=len(unfinished),
+        followups_missing=len(missing),
+        unrecorded=len(unrecorded),
         examples={name: found for name, found in examples.items() if found},
     )
 
@@ -146,3 +159,9 @@ def _repeated(edges: Iterable[Edge]) -> list[str]:
         if not (seen[0] and len(set(seen)) == 1)
         for _ in range(len(seen) - 1)
     ]
+
+
+def _missing(tasks: Iterable[str], *records: Iterable[Edge | ResultCommit]) -> list[str]:
+    """The tasks some kind of ``records`` has no entry for."""
+    kinds = [{record.task for record in kind} for kind in records]
+    return [task for task in tasks if any(task not in seen for seen in kinds)]

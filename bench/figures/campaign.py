@@ -15,7 +15,7 @@ from bench.result import Check, Figure
 from bench.scale import Scale
 
 COUNTS = ("lost", "duplicate_commits", "second_runs", "followups_twice", "processes_left",
-          "unfinished")
+          "unfinished", "followups_missing", "unrecorded")
 
 
 def measure(scale: Scale, workdir: Path) -> Figure:

@@ -4,9 +4,13 @@ tests/postgres/test_campaign.py."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from bench.campaign.drive import Plan
+from bench.campaign.evidence import ours
 from bench.campaign.schedule import HOMES, MAX_DELAY, schedule, task_body
 from bench.campaign.tally import Edge, Evidence, ResultCommit, count
 
@@ -72,7 +76,7 @@ def test_a_campaign_that_did_everything_once_counts_nothing() -> None:
     assert counted.tasks == 2
     assert counted.line(5, 9) == (
         "campaign: seed=5 kills=9 tasks=2 lost=0 duplicate_commits=0 second_runs=0 "
-        "followups_twice=0 processes_left=0 unfinished=0"
+        "followups_twice=0 processes_left=0 unfinished=0 followups_missing=0 unrecorded=0"
     )
 
 
@@ -100,10 +104,22 @@ def test_an_accepted_result_only_a_lane_state_holds_is_lost_when_the_board_shows
     assert counted.lost == 1
 
 
+def test_a_done_task_with_no_follow_up_or_no_record_of_its_run_is_counted() -> None:
+    """A recorder that records nothing would make every other count zero: the campaign
+    counts done tasks its recorders missed, and the follow-ups that never ran."""
+    bare = Evidence(tasks={"t-1": "done", "t-2": "blocked"}, delivered={"t-1": 1},
+                    commits=(commit("a1", "t-1", 1),), cli_runs=(Edge(5.0, "t-1"),))
+    counted = count(bare)
+    assert (counted.followups_missing, counted.unrecorded) == (1, 0)
+    counted = count(Evidence(tasks={"t-1": "done"}, delivered={}, pushes=CLEAN.pushes,
+                             after_done=CLEAN.after_done))
+    assert (counted.followups_missing, counted.unrecorded) == (0, 1)
+
+
 def test_a_follow_up_may_repeat_only_with_one_key() -> None:
     def twice(*keys: str) -> int:
         edges = tuple(Edge(float(i), "t-1", key) for i, key in enumerate(keys))
-        return count(Evidence(tasks={"t-1": "done"}, delivered={}, after_done=edges,
+        return count(Evidence(tasks={"t-1": "blocked"}, delivered={}, after_done=edges,
                               pushes=edges)).followups_twice
 
     assert twice("k") == 0
@@ -118,3 +134,16 @@ def test_processes_left_and_unfinished_tasks_are_counted() -> None:
                              processes_left=("123: sleep 600",)))
     assert (counted.processes_left, counted.unfinished) == (1, 2)
     assert counted.failed() == ["processes_left", "unfinished"]
+
+
+def test_a_process_working_in_the_campaign_is_found_until_it_ends(tmp_path: Path) -> None:
+    inside = tmp_path / "campaign" / "worktree"
+    inside.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"], cwd=inside)
+    try:
+        assert any(line.startswith(f"{sleeper.pid}: sleep 60") for line in ours(tmp_path))
+        assert not any(line.startswith(f"{sleeper.pid}:") for line in ours(tmp_path / "other"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not any(line.startswith(f"{sleeper.pid}:") for line in ours(tmp_path))
