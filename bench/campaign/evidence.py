@@ -148,13 +148,13 @@ def _edges(path: Path, tasks: dict[str, str]) -> Iterable[Edge]:
 def ours(root: Path) -> list[str]:
     """Processes of the campaign still alive: working in ``root``, or naming it in their
     command line or environment (the CLIs' log, the daemons' homes); "pid: command"."""
-    marker = os.fsencode(root)
+    marker = os.fsencode(root) + b"/"  # not a sibling whose name starts with root's
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            cwd = os.fsencode(os.readlink(entry / "cwd"))
+            cwd = os.fsencode(os.readlink(entry / "cwd")) + b"/"
             command = (entry / "cmdline").read_bytes()
             environ = (entry / "environ").read_bytes()
         except OSError:

@@ -208,7 +208,11 @@ class Runner:
         for process in self.standbys:
             assert process.stdin is not None
             process.stdin.close()
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()  # still importing on a starved machine: it had done nothing
+                process.wait()
         self.standbys.clear()
 
     def stop(self, timeout: float) -> int | None:
