@@ -72,6 +72,9 @@ class Outcome:
     counts: Counts
     kills: int = 0
     steps: int = 0
+    scheduled: int = 0
+    """The kills the steps taken asked for (a CLI kill finds no CLI at times): with the
+    seed, the size that replays exactly these steps."""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     """What went wrong around the counts (a daemon that would not stop, a recover that
@@ -86,9 +89,10 @@ class Outcome:
         return not self.counts.failed() and not self.notes
 
     def reproduce(self, command: str) -> str:
-        """How to run this campaign again: its seed and size in front of ``command``."""
-        plan = self.plan
-        return f"LANE_CAMPAIGN_SEED={plan.seed} LANE_CAMPAIGN_KILLS={plan.kills} {command}"
+        """How to run this campaign again: its seed and the size of the steps it took (the
+        seed's schedule to that size is those steps), in front of ``command``."""
+        return (f"LANE_CAMPAIGN_SEED={self.plan.seed} LANE_CAMPAIGN_KILLS={self.scheduled} "
+                f"{command}")
 
     def report(self) -> str:
         """The counts, what each non-zero one counted, and the notes: for a failure."""
@@ -118,19 +122,20 @@ class Campaign:
         self.top_up()
         for runner in self.site.runners:
             runner.start()
-        taken = 0
+        taken = scheduled = 0
         for step in schedule(self.plan.seed, self.plan.kills):
             if self.plan.seconds is not None and time.monotonic() - started > self.plan.seconds:
                 break
             self.top_up()
             self.kills += self.kill(step)
             taken += 1
+            scheduled += step.kills
         log.info("%d steps, %d kills in %.1f s", taken, self.kills, time.monotonic() - started)
         self.finish()
         log.info("finished after %.1f s", time.monotonic() - started)
         counts = count(evidence.gather(self.site))
-        return Outcome(self.plan, counts, self.kills, taken, time.monotonic() - started,
-                       self.notes)
+        return Outcome(self.plan, counts, self.kills, taken, scheduled,
+                       time.monotonic() - started, self.notes)
 
     def top_up(self) -> None:
         counts = self.site.board.counts()

@@ -29,6 +29,14 @@ def test_a_shorter_campaign_is_a_prefix_of_a_longer_one() -> None:
     assert long[: len(short)] == short
 
 
+def test_the_kills_of_the_steps_taken_replay_exactly_those_steps() -> None:
+    """What a failure prints to run it again: the seed and the kills its steps asked for."""
+    long = schedule(13, 300)
+    for taken in (1, 7, 40):
+        kills = sum(step.kills for step in long[:taken])
+        assert schedule(13, kills) == long[:taken]
+
+
 def test_the_schedule_kills_daemons_both_and_clis_within_the_delay() -> None:
     steps = schedule(3, 500)
     assert sum(step.kills for step in steps) >= 500
