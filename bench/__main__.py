@@ -3,6 +3,8 @@
 The full run takes about 20 minutes on 2 cores, half of it the fleet figure (``--only
 fleet``: three setups of a 60 s warm-up and a 120 s window each); ``--smoke`` runs every
 figure at toy sizes in about a minute (the test suite runs it so it cannot rot).
+``--only campaign`` is the crash campaign (15 min of kills; ``LANE_CAMPAIGN_SEED``,
+``LANE_CAMPAIGN_KILLS`` and ``LANE_CAMPAIGN_SECONDS`` choose another seed and size).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from bench import report
 from bench.figures import (
     board_size,
+    campaign,
     death,
     dispatch,
     fleet,
@@ -43,6 +46,7 @@ FIGURES = {
     "board_size": board_size.measure,
     "death": death.measure,
     "fleet": fleet.measure,
+    "campaign": campaign.measure,
 }
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
 

@@ -35,6 +35,9 @@ class Scale:
     fleet_run: tuple[float, float]
     fleet_warmup: float
     fleet_window: float
+    campaign_kills: int
+    campaign_seconds: float
+    campaign_backlog: int
 
 
 FULL = Scale(
@@ -66,6 +69,9 @@ FULL = Scale(
     fleet_run=(20.0, 60.0),
     fleet_warmup=60.0,
     fleet_window=120.0,
+    campaign_kills=5000,
+    campaign_seconds=900.0,
+    campaign_backlog=6,
 )
 
 SMOKE = Scale(
@@ -97,4 +103,7 @@ SMOKE = Scale(
     fleet_run=(1.0, 2.0),
     fleet_warmup=1.0,
     fleet_window=3.0,
+    campaign_kills=0,  # none: a campaign's starts and stops alone take a minute
+    campaign_seconds=0.0,
+    campaign_backlog=0,
 )

@@ -77,9 +77,17 @@ def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line per folder of skipped tests, naming what they need: on a fresh machine the
-    README's test command skips what ``.ci/run`` sets up first (the pinned CLIs, PgBouncer,
-    podman), and a reader should not have to dig through ``-ra``'s lines to learn it."""
+    """Two closing sections. The crash campaign's counts (``tests/postgres/test_campaign.py``),
+    whether it passed or failed: a ``campaign`` property of its report, which travels
+    from a pytest-xdist worker to the session that prints. Then one line per folder of
+    skipped tests, naming what they need: on a fresh machine the README's test command
+    skips what ``.ci/run`` sets up first (the pinned CLIs, PgBouncer, podman), and a
+    reader should not have to dig through ``-ra``'s lines to learn it."""
+    for outcome in ("passed", "failed"):
+        for report in terminalreporter.getreports(outcome):
+            for name, value in report.user_properties:
+                if name == "campaign":
+                    terminalreporter.write_line(str(value))
     groups: dict[str, Counter[str]] = {}
     for report in terminalreporter.stats.get("skipped", []):
         folder = "/".join(report.nodeid.split("::")[0].split("/")[:2])

@@ -31,6 +31,7 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
         "Claim latency as the board grows",
         "Runner death",
         "A fleet on one PostgreSQL",
+        "A randomized crash campaign on two homes",
     ):
         assert f"## {title}" in text
     assert "6 counted, 6 documented" in text  # the fsync count matches the docstring

@@ -9,7 +9,9 @@ provider only, e.g. a capacity failure that a fallback to the other survives),
 
 ``LANE_RUNNER_SIM_STARTED_LOG`` names a file each run appends one JSON line to
 at startup: when the kernel forked the process and when the simulator code began
-running (both wall-clock seconds), so benchmarks can time "ready → started".
+running (both wall-clock seconds), so benchmarks can time "ready → started", and the
+working directory (the task's worktree), so the crash campaign (``bench/campaign``)
+can count each task's CLI runs.
 
 ``LANE_RUNNER_SIM_GATE`` names a file: while it exists, each run waits after its
 first event, before its scenario plays out, so a test can hold every CLI at one
@@ -86,7 +88,8 @@ def note_start() -> None:
     stat = Path("/proc/self/stat").read_text()
     ticks = int(stat.rpartition(")")[2].split()[19])
     forked_at = now - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
-    line = json.dumps({"pid": os.getpid(), "forked_at": forked_at, "running_at": now})
+    line = json.dumps({"pid": os.getpid(), "forked_at": forked_at, "running_at": now,
+                       "cwd": os.getcwd()})
     with open(target, "a", encoding="utf-8") as log:
         log.write(line + "\n")
 

@@ -1,0 +1,165 @@
+"""The campaign's evidence, gathered once both daemons have stopped: the edges' own
+records (``site.Logs``), the board, the shared repository's commits, the homes' lane
+states, and the processes still running (``tally.py`` counts it)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.campaign.site import BOARD, Site
+from bench.campaign.tally import Edge, Evidence, ResultCommit
+from lane_runner.board.model import Status
+from lane_runner.board.sql import SqlBoard
+from lane_runner.run.delivery import RUN_TRAILER, TASK_TRAILER
+from lane_runner.run.lanestate import path_for
+
+log = logging.getLogger(__name__)
+_FORMAT = f"%H%x00%(trailers:key={TASK_TRAILER},valueonly,separator=)%x00" \
+    f"%(trailers:key={RUN_TRAILER},valueonly,separator=)"
+
+
+def gather(site: Site) -> Evidence:
+    tasks = {task.id: task.status.value for task in site.board.list_tasks()}
+    commits = result_commits(site.repo, _commit_times(site.logs.commits))
+    return Evidence(
+        tasks=tasks,
+        delivered=delivered(site.board, tasks, site.repo),
+        commits=commits,
+        accepted=frozenset(_accepted(site, tasks)),
+        cli_runs=tuple(_cli_runs(site.logs.cli, tasks)),
+        pushes=tuple(_edges(site.logs.pushes, tasks)),
+        after_done=tuple(_edges(site.logs.after_done, tasks)),
+        processes_left=tuple(ours(site.root)),
+    )
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines() if path.exists() else []
+
+
+def _commit_times(path: Path) -> dict[str, float]:
+    """Commit → when the post-commit hook first saw it."""
+    times: dict[str, float] = {}
+    for line in _lines(path):
+        at, sha, *_ = line.split(" ")
+        times.setdefault(sha, float(at))
+    return times
+
+
+def _trailers(repo: Path, *revisions: str) -> list[tuple[str, str, str]]:
+    """(commit, Lane-Task, Lane-Run) of the commits ``git log REVISIONS`` lists."""
+    said = subprocess.run(
+        ["git", "log", f"--format={_FORMAT}", *revisions],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout
+    found = []
+    for line in said.splitlines():
+        sha, task, run = (line.split("\0") + ["", ""])[:3]
+        found.append((sha, task.strip(), run.strip()))
+    return found
+
+
+def _these(repo: Path, shas: Iterable[str]) -> list[tuple[str, str, str]]:
+    """``_trailers`` of exactly these commits."""
+    wanted = sorted(set(shas))
+    return _trailers(repo, "--no-walk=unsorted", *wanted) if wanted else []
+
+
+def result_commits(repo: Path, made: dict[str, float]) -> tuple[ResultCommit, ...]:
+    """Every runner-made commit of the campaign's board: reachable from any ref of the
+    repository, or seen by the post-commit hook (a commit a later run left behind)."""
+    listed = _trailers(repo, "--all") + _these(repo, made)
+    commits: dict[str, ResultCommit] = {}
+    for sha, task, run in listed:
+        board, _, task_id = task.partition("/")
+        if board != BOARD or not run.isdigit():
+            continue
+        commits[sha] = ResultCommit(sha, task_id, int(run), made.get(sha))
+    return tuple(sorted(commits.values(), key=lambda c: (c.task, c.run, c.sha)))
+
+
+def delivered(board: SqlBoard, tasks: dict[str, str], repo: Path) -> dict[str, int]:
+    """Per done task, the run named by the commit its completed (or replayed) event shows."""
+    shown: dict[str, str] = {}
+    for task, status in tasks.items():
+        if status != "done":
+            continue
+        for event in board.events(task):
+            if event.kind in ("completed", "replayed"):
+                delivery = (event.data.get("metadata") or {}).get("delivery") or {}
+                if delivery.get("commit"):
+                    shown[task] = delivery["commit"]
+    runs = {sha: run for sha, _, run in _these(repo, shown.values())}
+    return {task: int(runs[sha]) for task, sha in shown.items() if runs.get(sha, "").isdigit()}
+
+
+def _deliveries(site: Site, tasks: Iterable[str]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(task, delivery) of every delivery a home's lane state holds."""
+    for runner in site.runners:
+        for task in tasks:
+            path = path_for(runner.home.lane_dir(BOARD), task)
+            try:
+                state = orjson.loads(path.read_bytes())
+            except FileNotFoundError:
+                continue
+            except (OSError, orjson.JSONDecodeError) as error:
+                log.warning("lane state %s unreadable (%s): not counted", path, error)
+                continue
+            if state.get("delivery"):
+                yield task, state["delivery"]
+
+
+def _accepted(site: Site, tasks: Iterable[str]) -> set[tuple[str, int]]:
+    return {(task, int(delivery["accepted_run"])) for task, delivery in _deliveries(site, tasks)}
+
+
+def unfollowed(site: Site) -> list[str]:
+    """Done tasks a home still has to run the follow-ups of (delivery ``journaled``)."""
+    done = [task.id for task in site.board.list_tasks(Status.DONE)]
+    return [task for task, delivery in _deliveries(site, done) if delivery["stage"] == "journaled"]
+
+
+def _cli_runs(path: Path, tasks: dict[str, str]) -> Iterable[Edge]:
+    for line in _lines(path):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            log.warning("a torn CLI record (its CLI killed while writing it): %r", line)
+            continue
+        task = Path(record["cwd"]).name
+        if task in tasks:
+            yield Edge(float(record["running_at"]), task)
+
+
+def _edges(path: Path, tasks: dict[str, str]) -> Iterable[Edge]:
+    for line in _lines(path):
+        at, task, *key = line.split(" ")
+        if task in tasks:
+            yield Edge(float(at), task, key[0] if key else "")
+
+
+def ours(root: Path) -> list[str]:
+    """Processes of the campaign still alive: working in ``root``, or naming it in their
+    command line or environment (the CLIs' log, the daemons' homes); "pid: command"."""
+    marker = os.fsencode(root) + b"/"  # not a sibling whose name starts with root's
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.fsencode(os.readlink(entry / "cwd")) + b"/"
+            command = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or a zombie: nothing running
+        if cwd.startswith(marker) or marker in command or marker in environ:
+            shown = command.replace(b"\0", b" ").decode(errors="replace").strip()
+            found.append(f"{entry.name}: {shown[:200]}")
+    return found
