@@ -29,7 +29,7 @@ from journal import names as journal_names
 from lane_runner.board.base import Board
 from lane_runner.board.model import Outcome, Run
 from lane_runner.errors import NotFound
-from lane_runner.run import delivery, lanestate
+from lane_runner.run import branchhead, delivery, git, lanestate, workspace
 
 log = logging.getLogger(__name__)
 RESULT_SCHEMA = "worker-result.schema.json"
@@ -184,3 +184,64 @@ def _with_states(lanes_dir: Path) -> list[str]:
         if parsed.kind is journal_names.Kind.LANE_STATE and parsed.task_id is not None:
             found.append(parsed.task_id)
     return found
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An accepted result this home kept only in its lane state, committed by recovery."""
+
+    task_id: str
+    run_id: int
+    commit: str | None
+
+
+def commit_kept(
+    board: Board, lanes_dir: Path, worktree: Path, slug: str, run: Run,
+    author: str, owner: str | None,
+) -> Kept | None:
+    """Make the result commit of ``run``'s accepted result before recovery hands the run
+    back, when the runner died after accepting it and before committing it.
+
+    Until that commit exists the result is in this home's lane state alone, and the
+    runner of the board that claims the task next (often another home's) would run the
+    CLI again. Committed, it is on the task's branch, carried, for whichever runner
+    meets it next (``on_branch``). ``deliver`` finds a commit already made by its
+    trailers, so this never makes a second one. Nothing is done for a hosted workspace
+    (no worktree of ours) or a lane state without such a result; a commit git refuses
+    (HEAD elsewhere, a worktree mid-merge) is logged, and the home's own next run
+    delivers or blocks as before.
+    """
+    state = lanestate.saved(lanes_dir, slug, run.task_id)
+    if state is None or state.delivery is None or not worktree.is_dir():
+        return None
+    accepted = state.delivery
+    if accepted["stage"] != "accepted" or accepted["run"] != run.id:
+        return None
+    branch = _checked_out(worktree, owner) or workspace.branch_name(slug, run.task_id)
+    route = accepted["metadata"]["route"]
+    try:
+        title = board.get_task(run.task_id).title
+        facts = delivery.Facts(
+            board=slug, task_id=run.task_id, run_id=accepted["accepted_run"], title=title,
+            summary=accepted["result"]["summary"], provider=route["provider"],
+            model=route["model"],
+            carried=delivery.Carried(accepted["result"], accepted["metadata"], state.base),
+        )
+        branchhead.bring_back(worktree, branch, owner)
+        made = delivery.deliver(
+            worktree, branch, state.base, facts, delivery.Author.of(author), owner
+        )
+    except (NotFound, delivery.DeliveryError, OSError) as error:
+        log.warning("%s/%s: run %s's accepted result not committed by recovery (%s); this "
+                    "home's next run of the task delivers it", slug, run.task_id, run.id, error)
+        return None
+    log.info("%s/%s: run %s's accepted result committed on %s by recovery (%s), for the "
+             "runner that claims the task next", slug, run.task_id, run.id, branch, made.head)
+    return Kept(run.task_id, run.id, made.head)
+
+
+def _checked_out(worktree: Path, owner: str | None) -> str | None:
+    """The branch ``worktree`` has checked out, when it is a task branch of the runner's."""
+    said = git.run("symbolic-ref", "--quiet", "--short", "HEAD", cwd=worktree, owner=owner)
+    name = said.stdout.strip()
+    return name if said.returncode == 0 and name.startswith("lane") else None

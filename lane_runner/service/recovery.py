@@ -106,6 +106,10 @@ def _reclaim_orphans(services: Services, slug: str) -> list[RunRef]:
     for run in board.running_runs(node=services.node):
         if _holds_result(services, run):
             continue
+        undelivered.commit_kept(
+            board, services.home.lane_dir(slug), services.home.worktree(slug, run.task_id),
+            slug, run, services.cfg.commit_author, services.cfg.worker_user,
+        )
         if board.reclaim(run.id, RESTART_REASON, Outcome.RECLAIMED):
             reclaimed.append(RunRef(slug, run.task_id, run.id, RESTART_REASON))
     return reclaimed

@@ -92,3 +92,51 @@ def test_a_result_committed_by_a_killed_runner_is_delivered_once_by_another_home
     assert state["delivery"] is None
     assert orjson.loads(first.cli("recover", "--json").stdout)["reconciled"] == []
     fleet.assert_done_exactly_once()
+
+
+#: Holds ``git add``'s index write of the result (something staged) once: the runner has
+#: accepted the result and not yet made its commit.
+INDEX_HOLD = """#!/bin/sh
+git diff --cached --quiet && exit 0
+[ -e {held} ] && exit 0
+touch {held}
+while [ ! -e {release} ]; do sleep 0.05; done
+"""
+
+
+def test_a_result_accepted_but_not_yet_committed_is_committed_by_recovery(
+    fleet: Fleet,
+) -> None:
+    """Runner A is SIGKILLed after accepting its result and before committing it (inside
+    the index write of ``git add``): the result is in A's lane state alone. A's
+    ``recover`` makes the result commit before it hands the run back, so runner B
+    delivers it from the branch: the CLI runs once, one result commit."""
+    first, second = fleet.pod("home-a"), fleet.pod("home-b")
+    started = fleet.root / "cli-started.jsonl"
+    for pod in (first, second):
+        pod.extra_env["LANE_RUNNER_SIM_STARTED_LOG"] = str(started)
+    held, release = fleet.root / "index-held", fleet.root / "index-release"
+    hook = fleet.repo / ".git" / "hooks" / "post-index-change"
+    hook.write_text(INDEX_HOLD.format(held=held, release=release))
+    hook.chmod(0o755)
+    task = fleet.board.add_task(NewTask(title="commit me in recovery", workspace=str(fleet.repo)))
+    branch = workspace.branch_name(BOARD, task.id)
+
+    first.start()
+    fleet.wait(held.exists, timeout=120, what="home A's git add of the result")
+    first.kill()
+    release.touch()
+    assert commits(fleet, f"main..{branch}") == []
+    accepted = orjson.loads((first.home.lane_dir(BOARD) / f"{task.id}.json").read_bytes())
+    assert accepted["delivery"]["stage"] == "accepted"
+
+    recovered = first.cli("recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    [made] = commits(fleet, f"main..{branch}")  # made by A's recovery, carrying the result
+
+    assert second.start("--until-idle").wait(timeout=120) == 0, second.log_tail()
+    assert len(started.read_text().splitlines()) == 1  # the CLI ran once, in home A
+    assert commits(fleet, f"main..{branch}") == [made]
+    done = fleet.board.get_task(task.id)
+    assert done.status is Status.DONE and done.result == accepted["delivery"]["result"]
+    fleet.assert_done_exactly_once()
