@@ -64,6 +64,12 @@ RETRY_PAUSE = 0.5
 WAITS_FOR_CAPACITY = frozenset({decide.Step.FALLBACK, decide.Step.COOLDOWN})
 
 
+def goal_words(turn: int, goal_turns: int) -> str:
+    """``, goal turn 2/4`` in what people read; nothing for a task of one turn, whose
+    attempts are no turns of a goal however many runs it took."""
+    return f", goal turn {turn}/{goal_turns}" if goal_turns > 1 else ""
+
+
 class RunEnd(enum.StrEnum):
     """How a run ended, as the daemon and the metrics see it (one vocabulary).
 
@@ -263,11 +269,11 @@ class RunExecutor:
             if wait is not None:
                 return self._park(*wait)
             log.info(
-                "%s/%s run %s turn %s: %s -> %s (%s)",
+                "%s/%s run %s%s: %s -> %s (%s)",
                 self.task.board,
                 self.task.id,
                 self.run.id,
-                turn,
+                goal_words(turn, self.task.goal_turns),
                 attempt.classification.value,
                 decision.step.value,
                 decision.reason,
@@ -375,6 +381,9 @@ class RunExecutor:
         if not cfg.failure_backoff_base:
             return None
         failures = self.task.failure_count + 1
+        limit = rules.failure_limit_of(self.task.max_retries, cfg.failure_limit)
+        if rules.gives_up(failures, limit):
+            return None  # this failure blocks the task gave_up: no next attempt to promise
         return rules.cooldown(failures, cfg.failure_backoff_base, cfg.failure_backoff_max)
 
     @staticmethod
@@ -836,7 +845,8 @@ class RunExecutor:
         route = self.state.route or {}
         self._note(
             f"still working: {route.get('provider')}/{route.get('model')} at "
-            f"{route.get('effort')} effort, goal turn {self.state.goal_turn}, "
+            f"{route.get('effort')} effort"
+            f"{goal_words(self.state.goal_turn, self.task.goal_turns)}, "
             f"{now - self.started:.0f} s into the run"
         )
 

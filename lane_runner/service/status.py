@@ -88,11 +88,13 @@ def document(
     providers: dict[str, Any],
     memory: dict[str, Any] | None,
     disk: list[dict[str, Any]] | None = None,
+    stopping: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``paused``: this runner's pause; ``hold``: why the last claim turn claimed nothing
     although slots were free (kind and message); ``providers``: per-provider slots;
     ``memory``: the last memory reading and its pressure; ``disk``: the free space of the
-    home's and the known workspaces' filesystems."""
+    home's and the known workspaces' filesystems; ``stopping``: a shutdown in progress
+    (``service/stopping.py``)."""
     return {
         "format": FORMAT,
         "pid": os.getpid(),
@@ -109,6 +111,7 @@ def document(
         "providers": providers,
         "memory": memory,
         "disk": disk or [],
+        "stopping": stopping,
     }
 
 
