@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -633,7 +634,7 @@ class RunExecutor:
             try:
                 attempt = _storable(run_attempt(request))
             finally:
-                self._drop_worker_files(n, retry)
+                self._settle_result_files(n, retry)
             self.state.started[provider] = True
             if attempt.session_id:
                 self.state.sessions[provider] = attempt.session_id
@@ -710,12 +711,22 @@ class RunExecutor:
             log.warning("cannot clear %s before the attempt: %s", path, error)
         return path
 
-    def _drop_worker_files(self, *attempts: int | None) -> None:
-        if not self.s.cfg.worker_user:
-            return
+    def _settle_result_files(self, *attempts: int | None) -> None:
+        """A worker's result files go (the answer is the candidate now); the CLI's own, in
+        the journal's directory, are made private (the CLI wrote them with its umask)."""
         for n in attempts:
-            if n is not None:
-                self._provider_result_file(n).unlink(missing_ok=True)
+            if n is None:
+                continue
+            path = self._provider_result_file(n)
+            if self.s.cfg.worker_user:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                os.chmod(path, files.PRIVATE_FILE, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # the CLI wrote none (it failed before its answer)
+            except OSError as error:  # a mode is no reason to fail the attempt
+                log.warning("cannot make %s private: %s", path, error)
 
     def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
         """The task's spend over all its runs, and its board's over today (UTC), on every
