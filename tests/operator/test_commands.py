@@ -60,6 +60,11 @@ def test_healthy_home_after_a_run(lane: Lane) -> None:
     assert '{"type"' not in rendered.stdout  # events are rendered, not dumped
     raw = lane.cli("logs", task.id, "--raw", "--board", BOARD).stdout
     assert '{"type"' in raw
+    shown = lane.cli("task", "show", task.id).stdout  # the run's record as sections
+    assert "metadata.route" not in shown and "metadata=below" in shown
+    section = shown.split("run 1 completed:\n", 1)[1]
+    assert section.startswith("  route:") and "\n  delivery:" in section, section
+    assert "\n  goal:" not in section  # one turn is no goal
     checks = json_of(lane.cli("doctor", "--json"))
     levels = {c["name"]: c["level"] for c in checks["checks"]}
     assert levels["codex CLI"] == "pass" and levels[f"board {BOARD}"] == "pass"
