@@ -43,19 +43,21 @@ def waiting_words(name: str | None, runs: int, grace: float) -> str:
     why = f"{name}: " if name else ""
     if runs == 0:
         return f"{why}stopping (no runs in flight)"
-    plural = "run" if runs == 1 else "runs"
+    plural, they = ("run", "it stays claimed and resumes") if runs == 1 else (
+        "runs", "they stay claimed and resume")
     return (
         f"{why}stop claiming; waiting up to {grace:g} s for {runs} {plural} to finish. "
-        f"{again(name)} again stops now (the {plural} stay claimed and resume at the next start)"
+        f"{again(name)} again stops now ({they} at the next start)"
     )
 
 
 def now_words(name: str | None, runs: int) -> str:
     """The second signal's message."""
-    plural = "run" if runs == 1 else "runs"
+    plural, they = ("run", "it stays claimed and resumes") if runs == 1 else (
+        "runs", "they stay claimed and resume")
     return (
         f"{again(name)} again: stopping now, ending the process trees of {runs} {plural}; "
-        f"they stay claimed and resume at the next start"
+        f"{they} at the next start"
     )
 
 
