@@ -4,6 +4,7 @@ running, which the next start resumes (``service/stopping.py``)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 from typing import Any
@@ -27,13 +28,14 @@ def _log(lane: Lane) -> str:
 def test_ctrl_c_says_what_it_waits_for_and_a_second_stops_now(lane: Lane) -> None:
     lane.write_config(shutdown_grace=600.0)  # the first Ctrl-C alone would wait this long
     hung = lane.add("hangs", body="[sim:hang]", assignee="cli-codex-medium")
-    quick = lane.add("finishes in the grace", body="[sim:slow:0.2:10]", assignee="cli-codex-low")
+    quick = lane.add("finishes in the grace", body="[sim:slow:0.3:10]", assignee="cli-codex-low")
     daemon = lane.start()
     lane.wait(lambda: len(_status(lane)["active"]) == 2, what="both runs to start")
 
     daemon.send_signal(signal.SIGINT)
     lane.wait(lambda: "Ctrl-C again stops now" in _log(lane), what="the first Ctrl-C's words")
-    assert "waiting up to 600 s for 2 runs to finish" in _log(lane)
+    # Two, or one when the quick run ended first on a loaded machine.
+    assert re.search(r"waiting up to 600 s for (2 runs|1 run) to finish", _log(lane))
 
     # The run that finishes during the grace leaves status; the daemon says it is stopping.
     lane.wait(lambda: lane.board.get_task(quick.id).status is Status.DONE, what="the quick run")
