@@ -13,6 +13,7 @@ so a new ready task is claimed within milliseconds and an idle daemon sleeps.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import faulthandler
 import logging
 import os
@@ -44,6 +45,7 @@ from lane_runner.service import (
     recovery,
     sizing,
     status,
+    stopping,
     stuck,
     usable,
     usage_share,
@@ -105,6 +107,8 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = False
         self.stop_signal: int | None = None
+        self.stop_now = False  # a second stop signal: cut the runs short at once
+        self.stopping_state: stopping.Stopping | None = None
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
@@ -197,8 +201,12 @@ class Daemon:
 
     def _on_stop(self, signum: int, frame: object) -> None:
         """Only set flags: a handler that logged could deadlock on a lock the
-        interrupted thread holds. The loop says what happened once it wakes."""
-        self.stop_signal = signum
+        interrupted thread holds. The loop says what happened once it wakes.
+        A second stop signal stops now (``service/stopping.py``)."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+        else:
+            self.stop_now = True
         self.stopping = True
         self.wake.set()
 
@@ -654,6 +662,7 @@ class Daemon:
                 memory={**asdict(self.memory), "pressure": self.pressure} if self.memory else None,
                 disk=[asdict(space) for space in self.disk],
                 config=self.config_watch.to_dict(),
+                stopping=self.stopping_state.to_dict() if self.stopping_state else None,
             ),
             now,
         )
@@ -678,22 +687,20 @@ class Daemon:
         """
         self.stopping = True
         self.health.stopping()
-        if self.stop_signal is not None:
-            log.info(
-                "%s: stop claiming, finish or hand back running work",
-                signal.Signals(self.stop_signal).name,
-            )
-        self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
         grace = self.services.cfg.shutdown_grace
-        threads: list[concurrent.futures.Future[Any]] = [*self.workers]
-        if self.sweeping is not None:
-            threads.append(self.sweeping)
-        done, running = concurrent.futures.wait(threads, timeout=grace)
-        if running:
+        name = stopping.signal_name(self.stop_signal)
+        self.stopping_state = stopping.Stopping(name, time.time(), time.time() + grace)
+        log.info(stopping.waiting_words(name, len(self.workers), grace))
+        self.notifier.stopping(f"stopping; {len(self.workers)} runs in flight")
+        running = self._finish_runs(grace)
+        if running and self.stop_now:
+            log.warning(stopping.now_words(name, len(running)))
+        elif running:
             # Every CLI, git command and hook they started (``run/command.py``).
             log.info("grace period over: terminating %d process trees", len(running))
+        if running:
             self.services.cancel_all()
-            done, running = concurrent.futures.wait(running, timeout=max(10.0, grace))
+            running = list(concurrent.futures.wait(running, timeout=max(10.0, grace))[1])
         if running:
             log.warning(
                 "%d runs still wait for a git command or their CLI to end; the home stays "
@@ -703,3 +710,26 @@ class Daemon:
         self.pool.shutdown(wait=True, cancel_futures=True)
         self._reap()
         self.publisher.withdraw()
+
+    def _finish_runs(self, grace: float) -> list[concurrent.futures.Future[Any]]:
+        """Wait up to ``grace`` s for the runs (and a cleanup sweep: its hooks) to end, or
+        until a second stop signal; what is still going. ``status.json`` follows the
+        runs as they finish."""
+        deadline = time.monotonic() + grace
+        while True:
+            now = time.monotonic()
+            self._reap()
+            self._publish(now)
+            threads: list[concurrent.futures.Future[Any]] = [*self.workers]
+            if self.sweeping is not None:
+                threads.append(self.sweeping)
+            running = [future for future in threads if not future.done()]
+            if not running or now >= deadline or self.stop_now:
+                if self.stop_now and self.stopping_state is not None:
+                    self.stopping_state = dataclasses.replace(self.stopping_state, now=True)
+                    self._publish(now)
+                return running
+            # A run ending and a signal both set ``wake``; a second bounds the wait so
+            # the status published stays fresh.
+            self.wake.wait(min(deadline - now, status.PUBLISH_INTERVAL))
+            self.wake.clear()

@@ -530,10 +530,11 @@ class Listener:
         self._connection: psycopg.Connection[Any] | None = None
         self._failures = 0
         self._retry_at = 0.0
+        self._closed = False  # closed on purpose (the store is closing): no more listening
 
     def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while True:
+        while not self._closed:
             if self._connection is None and time.monotonic() >= self._retry_at and self.connect():
                 return True
             if self._connection is not None and self._heard_others(
@@ -544,6 +545,7 @@ class Listener:
                 return False
             if self._connection is None:
                 time.sleep(max(0.0, min(deadline, self._retry_at) - time.monotonic()))
+        return False
 
     def _heard_others(self, timeout: float) -> bool:
         """True when another store's notification arrived within ``timeout`` (or we went deaf)."""
@@ -553,6 +555,9 @@ class Listener:
                 if notification.payload != self._database.token:
                     return True
         except psycopg.Error as error:
+            if self._closed:  # a clean stop closed it under the waiting thread
+                log.debug("board change listener closed: %s", error)
+                return False
             log.warning("board change listener lost (%s); reconnecting", error)
             self._drop()
             return True
@@ -586,6 +591,7 @@ class Listener:
         self._connection = None
 
     def close(self) -> None:
+        self._closed = True
         self._drop()
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lane_runner import files
 from lane_runner.board.model import NewTask, Status, Task
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.cli.output import print_json, table
@@ -89,6 +90,11 @@ heartbeat_interval = 0.5
 stall_timeout = 20
 shutdown_grace = 2
 cooldown_base = 1
+"""
+#: As root, claude refuses to skip permissions unless told it is in a sandbox: this
+#: home is a throw-away directory, which is what IS_SANDBOX declares. In the config,
+#: every run on the home (and ``doctor``) sees it, not only the demo's daemon.
+SANDBOX = """claude_env = { IS_SANDBOX = "1" }
 """
 
 
@@ -275,22 +281,46 @@ def _narrator(as_json: bool) -> Say:
     return lambda text: print(text, file=stream, flush=True)
 
 
-def run(home: Path | None = None, *, simulated: bool = False, as_json: bool = False) -> int:
+def run(
+    home: Path | None = None, *, simulated: bool = False, as_json: bool = False,
+    keep: bool = False,
+) -> int:
+    """The demo in ``home`` (a new temporary directory by default), removed at the end
+    unless ``keep``: what it made goes, a directory it was given stays, empty."""
     root = home or Path(tempfile.mkdtemp(prefix="lane-runner-demo-"))
+    made = home is None or not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise LaneRunnerError(f"demo home {root} is not empty; give an empty or new directory")
+    root.chmod(files.PRIVATE_DIR)  # a home is private (doctor says so of any other)
+    try:
+        return _play(root, simulated, as_json, keep)
+    finally:
+        if not keep:
+            _remove(root, made)
+
+
+def _remove(root: Path, made: bool) -> None:
+    """The demo's files gone: ``root`` itself when the demo made it, else what is in it."""
+    if made:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _play(root: Path, simulated: bool, as_json: bool, keep: bool) -> int:
     started = time.monotonic()
     say = _narrator(as_json)
     simulate = simulated or not all(shutil.which(cli.command) for cli in ADAPTERS.values())
     environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
-    if os.geteuid() == 0:
-        # Claude refuses to skip permissions as root unless told it is in a sandbox:
-        # this demo's home is a throw-away directory, which is what IS_SANDBOX declares.
-        environ["IS_SANDBOX"] = "1"
     layout = Home(root)
     layout.ensure()
-    layout.config_file.write_text(CONFIG.format(simulate=str(simulate).lower()))
+    text = CONFIG.format(simulate=str(simulate).lower()) + (SANDBOX if os.geteuid() == 0 else "")
+    files.write(layout.config_file, text.encode())
     say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
     _make_repository(root / "project")
     store = SqliteStore(layout.boards)
@@ -334,11 +364,15 @@ def run(home: Path | None = None, *, simulated: bool = False, as_json: bool = Fa
     say("\n" + _outcome_table(outcomes))
     say(f"\njournal directory {layout.lane_dir(BOARD)}:")
     say(table(("file", "bytes"), [(f["file"], f["bytes"]) for f in journal]))
-    say(f"\nfinished in {seconds:.1f} s; inspect with: lane-runner --home {root} task ls")
+    if keep:
+        say(f"\nfinished in {seconds:.1f} s; inspect with: lane-runner --home {root} task ls")
+    else:
+        say(f"\nfinished in {seconds:.1f} s; {root} is removed now (--keep keeps it to inspect)")
     if as_json:
         print_json(
             {
                 "home": str(root),
+                "kept": keep,
                 "simulated": simulate,
                 "killed_mid_run": crashed,
                 "finished": finished,

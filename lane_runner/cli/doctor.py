@@ -7,6 +7,7 @@ tested directly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import os
@@ -17,6 +18,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,11 +33,11 @@ from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.providers import ADAPTERS, Login, ProviderRequest, adapter
+from lane_runner.providers import ADAPTERS, Login, ProviderRequest, RunsAs, adapter, user_ids
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
-from lane_runner.run import keeping
+from lane_runner.run import keeping, plan
 from lane_runner.service import breaker, diskuse, identity
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import identity_problem, resolve_binaries
@@ -186,7 +188,16 @@ def health_verdict(record: ProviderHealth | None, now: float) -> Check | None:
 # -- checks with effects -----------------------------------------------------------
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class Answer:
+    """What a probed command said, and its exit status (None: it did not run or end)."""
+
+    said: str
+    status: int | None
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], runs: RunsAs) -> Answer:
+    """``argv`` as the CLIs run: as ``runs.user`` (the worker user) when there is one."""
     try:
         done = subprocess.run(
             argv,
@@ -197,12 +208,36 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
             text=True,
             errors="replace",
             timeout=PROBE_TIMEOUT,
+            **user_ids(runs.user),
         )
     except subprocess.TimeoutExpired:
-        return f"no answer within {PROBE_TIMEOUT:g} s"
+        return Answer(f"no answer within {PROBE_TIMEOUT:g} s", None)
     except OSError as error:
-        return f"cannot run: {error}"
-    return (done.stdout + "\n" + done.stderr).strip()
+        return Answer(f"cannot run: {error}", None)
+    return Answer((done.stdout + "\n" + done.stderr).strip(), done.returncode)
+
+
+def runs_verdict(provider: str, executable: Path, runs: RunsAs, answer: Answer) -> Check:
+    """Whether the CLI (and the interpreter it starts) runs as the user the attempts run
+    as: a worker user who cannot read a venv under root's home gets ``exec: ...:
+    Permission denied`` (exit 126) on every attempt. Pure."""
+    name = f"{provider} CLI"
+    if answer.status == 0:
+        first = answer.said.splitlines()[0] if answer.said else "?"
+        return Check(name, Level.PASS, f"{executable}: {first}, run as {runs.who()}")
+    said = answer.said.splitlines()[-1] if answer.said else f"exit status {answer.status}"
+    if not runs.user:
+        return Check(name, Level.FAIL, f"{executable} --version failed: {said}",
+                     f"reinstall {provider} or point {provider}_bin at a working one")
+    return Check(
+        name,
+        Level.FAIL,
+        f"{executable} --version as {runs.who()} failed: {said}",
+        f"every attempt runs it as {runs.user}: install the CLI and its interpreter where "
+        f"{runs.user} can read and run them (not under a private home such as /root), or "
+        f"open the directories on their path to it (chmod o+x); check with "
+        f"{runs.sudo(f'{executable} --version')}",
+    )
 
 
 def runner_argv(
@@ -239,6 +274,7 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
     except LaneRunnerError as error:
         return [Check("CLIs", Level.FAIL, str(error), "fix codex_bin / claude_bin")]
     found = [p for p in PROVIDERS if binaries.get(p) is not None]
+    runs = login.runs_as(cfg)
     checks: list[Check] = []
     for provider in PROVIDERS:
         executable = binaries.get(provider)
@@ -253,9 +289,9 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
                 )
             )
         elif cfg.simulate:
-            checks.append(Check(f"{provider} CLI", Level.PASS, f"simulated ({executable})"))
+            checks.append(_version(provider, executable, cfg, runs))
         else:
-            checks.extend(_probe(provider, executable, config.cli_sandbox(cfg, provider)))
+            checks.extend(_probe(provider, executable, cfg, runs))
     if not cfg.simulate:
         checks += login_verdicts(_logins(cfg, binaries))
     return checks
@@ -283,22 +319,47 @@ def login_verdicts(logins: dict[str, Login]) -> list[Check]:
     ]
 
 
-def _probe(provider: str, executable: Path, sandbox: str | None) -> list[Check]:
-    """``--version`` and the runner's argv with ``--help``, in the environment a worker
-    gets: the probe is a CLI like any other, and the runner's secrets stay out of it."""
-    problem = identity_problem(provider, executable)
+def _worker_env(provider: str, cfg: Config, runs: RunsAs) -> dict[str, str]:
+    """The environment an attempt of ``provider`` gets, ``<provider>_env`` included."""
+    return worker_environment(
+        provider, runs.home if runs.user else None, config.cli_environment(cfg, provider),
+        passes=cfg.worker_env,
+    )
+
+
+@contextlib.contextmanager
+def _scratch(runs: RunsAs) -> Iterator[Path]:
+    """A directory to probe in, the worker user's (as a worktree is) when there is one."""
+    with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
+        if runs.user:
+            entry = pwd.getpwnam(runs.user)
+            os.chown(scratch, entry.pw_uid, entry.pw_gid)
+        yield Path(scratch)
+
+
+def _version(provider: str, executable: Path, cfg: Config, runs: RunsAs) -> Check:
+    """``--version`` run as the attempts run it: as the worker user, in its environment."""
+    with _scratch(runs) as scratch:
+        answer = _run([str(executable), "--version"], scratch, _worker_env(provider, cfg, runs),
+                      runs)
+    return runs_verdict(provider, executable, runs, answer)
+
+
+def _probe(provider: str, executable: Path, cfg: Config, runs: RunsAs) -> list[Check]:
+    """``--version`` and the runner's argv with ``--help``, as the user and in the
+    environment a worker gets: the probe is a CLI like any other, and the runner's
+    secrets stay out of it."""
+    ran = _version(provider, executable, cfg, runs)
+    if ran.level is not Level.PASS:
+        return [ran]
+    problem = identity_problem(provider, executable, runs.user)
     if problem is not None:
         return [Check(f"{provider} CLI", Level.FAIL, f"{executable} {problem}",
                       f"install {provider} or point {provider}_bin at it")]
-    env = worker_environment(provider)
-    with tempfile.TemporaryDirectory(prefix="lane-runner-doctor-") as scratch:
-        version = _run([str(executable), "--version"], Path(scratch), env).splitlines()
-        argv = runner_argv(provider, executable, Path(scratch), sandbox)
-        parsed = _run(argv, Path(scratch), env)
-    return [
-        Check(f"{provider} CLI", Level.PASS, f"{executable}: {version[0] if version else '?'}"),
-        parser_verdict(provider, parsed),
-    ]
+    with _scratch(runs) as scratch:
+        argv = runner_argv(provider, executable, scratch, config.cli_sandbox(cfg, provider))
+        parsed = _run(argv, scratch, _worker_env(provider, cfg, runs), runs)
+    return [ran, parser_verdict(provider, parsed.said)]
 
 
 def home_checks(cfg: Config, home: Home) -> list[Check]:
@@ -376,13 +437,19 @@ def _noreplace(home: Home) -> Check:
         created = _record_creation(fs, fd)
     finally:
         fs.close(fd)
+    return noreplace_verdict(method, created)
+
+
+def noreplace_verdict(method: str, created: str) -> Check:
+    """How the journal publishes a record without replacing one. The fallback (link, then
+    unlink) gives the same guarantee, so it passes: a note, not a warning. Pure."""
     if method == "renameat2":
         return Check("rename-no-replace", Level.PASS, f"renameat2(RENAME_NOREPLACE); {created}")
     return Check(
         "rename-no-replace",
-        Level.WARN,
-        f"falls back to link + unlink (same guarantee); {created}",
-        "a filesystem with RENAME_NOREPLACE (ext4, xfs, btrfs, tmpfs) saves a syscall",
+        Level.PASS,
+        f"link + unlink, the same guarantee as renameat2(RENAME_NOREPLACE), which this "
+        f"filesystem lacks (one more syscall per record); {created}",
     )
 
 
@@ -565,9 +632,10 @@ def hide_secrets(check: Check) -> Check:
 
 
 def root_checks(cfg: Config) -> list[Check]:
-    """Each CLI that refuses root at all (claude): whether its lanes can start here."""
+    """Each CLI that refuses root at all (claude): whether its lanes can start here, with
+    the environment its attempts get (``<provider>_env`` may declare a sandbox)."""
     return [
-        root_verdict(cli.root_refusal(cfg.worker_user), provider)
+        root_verdict(plan.root_refusal(cfg, cli), provider)
         for provider, cli in ADAPTERS.items()
         if cli.root_refusal(None, euid=0, environ={}) is not None
     ]

@@ -110,7 +110,7 @@ def classify_failure(signals: Signals) -> tuple[Classification, str]:
     if signals.signal is not None:
         return Classification.KILLED_BY_SIGNAL, f"killed by signal {signals.signal}"
     detail = next((text for text in reversed(signals.errors) if not is_noise(text)), "")
-    detail = detail or _last_line(signals.stderr)
+    detail = detail or error_line(signals.stderr)
     reason = f"exit status {signals.exit_status}" + (f": {detail[:500]}" if detail else "")
     return Classification.FAILED, reason
 
@@ -121,6 +121,21 @@ def _line_around(text: str, offset: int) -> str:
     return text[start : end if end >= 0 else len(text)].strip()[:500]
 
 
-def _last_line(text: str) -> str:
+#: A line that says what went wrong: a Rust panic, an ``Error:``/``error:`` line (Node,
+#: clap, Python's ``ValueError: ...``), git's ``fatal:``. Notes and stack frames after it
+#: (``note: run with RUST_BACKTRACE=1``, ``    at ...``) say nothing of the failure.
+_ERROR_LINE = re.compile(r"panicked at|\b\w*Error\b:|^\s*(?:error|fatal)\b[^:\n]{0,40}:", re.I)
+
+
+def error_line(text: str) -> str:
+    """The CLI's own error line in ``text`` (stderr): the last line that names an error,
+    with the message a panic prints on the line after it; else the last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if _ERROR_LINE.search(line):
+            after = lines[index + 1] if index + 1 < len(lines) else ""
+            if "panicked at" in line and after and not after.startswith("note:"):
+                line = f"{line} {after}"
+            return line[:500]
     return lines[-1][:500] if lines else ""

@@ -505,6 +505,8 @@ class Supervisor:
             meaningful = self._meaningful(line) or meaningful
         if meaningful:
             clocks.last_event = time.monotonic()
+            # ``status`` shows the last event as it happens, not at the next heartbeat.
+            self._report(clocks, None)
         if clocks.answered is None and self._answered is not None and self._answered():
             clocks.answered = time.monotonic()
             self._log.note(

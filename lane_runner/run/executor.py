@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +65,12 @@ RETRY_PAUSE = 0.5
 #: Steps that move away from a provider without capacity: when every provider is under
 #: a usage limit with a known reset, the run waits for the reset instead.
 WAITS_FOR_CAPACITY = frozenset({decide.Step.FALLBACK, decide.Step.COOLDOWN})
+
+
+def goal_words(turn: int, goal_turns: int) -> str:
+    """``, goal turn 2/4`` in what people read; nothing for a task of one turn, whose
+    attempts are no turns of a goal however many runs it took."""
+    return f", goal turn {turn}/{goal_turns}" if goal_turns > 1 else ""
 
 
 class RunEnd(enum.StrEnum):
@@ -275,11 +282,11 @@ class RunExecutor:
             if wait is not None:
                 return self._park(*wait)
             log.info(
-                "%s/%s run %s turn %s: %s -> %s (%s)",
+                "%s/%s run %s%s: %s -> %s (%s)",
                 self.task.board,
                 self.task.id,
                 self.run.id,
-                turn,
+                goal_words(turn, self.task.goal_turns),
                 attempt.classification.value,
                 decision.step.value,
                 decision.reason,
@@ -387,6 +394,9 @@ class RunExecutor:
         if not cfg.failure_backoff_base:
             return None
         failures = self.task.failure_count + 1
+        limit = rules.failure_limit_of(self.task.max_retries, cfg.failure_limit)
+        if rules.gives_up(failures, limit):
+            return None  # this failure blocks the task gave_up: no next attempt to promise
         return rules.cooldown(failures, cfg.failure_backoff_base, cfg.failure_backoff_max)
 
     @staticmethod
@@ -641,7 +651,7 @@ class RunExecutor:
             try:
                 attempt = _storable(run_attempt(request))
             finally:
-                self._drop_worker_files(n, retry)
+                self._settle_result_files(n, retry)
             self.state.started[provider] = True
             if attempt.session_id:
                 self.state.sessions[provider] = attempt.session_id
@@ -718,12 +728,22 @@ class RunExecutor:
             log.warning("cannot clear %s before the attempt: %s", path, error)
         return path
 
-    def _drop_worker_files(self, *attempts: int | None) -> None:
-        if not self.s.cfg.worker_user:
-            return
+    def _settle_result_files(self, *attempts: int | None) -> None:
+        """A worker's result files go (the answer is the candidate now); the CLI's own, in
+        the journal's directory, are made private (the CLI wrote them with its umask)."""
         for n in attempts:
-            if n is not None:
-                self._provider_result_file(n).unlink(missing_ok=True)
+            if n is None:
+                continue
+            path = self._provider_result_file(n)
+            if self.s.cfg.worker_user:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                os.chmod(path, files.PRIVATE_FILE, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # the CLI wrote none (it failed before its answer)
+            except OSError as error:  # a mode is no reason to fail the attempt
+                log.warning("cannot make %s private: %s", path, error)
 
     def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
         """The task's spend over all its runs, and its board's over today (UTC), on every
@@ -854,7 +874,8 @@ class RunExecutor:
         route = self.state.route or {}
         self._note(
             f"still working: {route.get('provider')}/{route.get('model')} at "
-            f"{route.get('effort')} effort, goal turn {self.state.goal_turn}, "
+            f"{route.get('effort')} effort"
+            f"{goal_words(self.state.goal_turn, self.task.goal_turns)}, "
             f"{now - self.started:.0f} s into the run"
         )
 

@@ -11,6 +11,7 @@ lane state (and draws a session id for a CLI the runner names sessions for).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,6 +80,14 @@ def result_file(cfg: Config, home: Home, task: Task, run: int | str, n: int | st
     return home.lane_dir(task.board) / name
 
 
+def root_refusal(cfg: Config, cli: Provider) -> str | None:
+    """Why ``cli`` cannot start here as root, or None: judged with the environment its
+    attempts get, the runner's and ``<provider>_env`` (a throw-away home such as the
+    demo's declares its sandbox there, so every run on it, and ``doctor``, agree)."""
+    environ = {**os.environ, **config.cli_environment(cfg, cli.name)}
+    return cli.root_refusal(cfg.worker_user, environ=environ)
+
+
 @dataclass(frozen=True)
 class AttemptPlan:
     """One attempt of ``route``, decided before anything starts."""
@@ -121,7 +130,7 @@ def plan_attempt(
     unusable = (
         f"the {provider} CLI is not installed: install it or set {provider}_bin"
         if executable is None
-        else cli.root_refusal(cfg.worker_user)
+        else root_refusal(cfg, cli)
     )
     session = sessions.get(provider)
     reserved = session is None and (session := cli.new_session()) is not None

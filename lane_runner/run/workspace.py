@@ -205,7 +205,9 @@ def prepare(
         )
     if not source.is_dir():
         raise WorkspaceError(f"workspace {repository} does not exist or is not a directory")
-    worktree.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Every directory made here is 0700, ``worktrees/`` too (``mkdir(parents=True)`` gives
+    # the parents the umask's 0755, which doctor rightly reports).
+    files.ensure_directory(worktree.parent)
     if owner is not None:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)

@@ -89,12 +89,14 @@ def document(
     memory: dict[str, Any] | None,
     disk: list[dict[str, Any]] | None = None,
     config: dict[str, Any] | None = None,
+    stopping: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``paused``: this runner's pause; ``hold``: why the last claim turn claimed nothing
     although slots were free (kind and message); ``providers``: per-provider slots;
     ``memory``: the last memory reading and its pressure; ``disk``: the free space of the
     home's and the known workspaces' filesystems; ``config``: the configuration file, why
-    its last reload was refused and which changed keys wait for a restart."""
+    its last reload was refused and which changed keys wait for a restart;
+    ``stopping``: a shutdown in progress (``service/stopping.py``)."""
     return {
         "format": FORMAT,
         "pid": os.getpid(),
@@ -112,6 +114,7 @@ def document(
         "memory": memory,
         "disk": disk or [],
         "config": config,
+        "stopping": stopping,
     }
 
 

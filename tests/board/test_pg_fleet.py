@@ -4,7 +4,9 @@ keys."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -286,3 +288,24 @@ def test_the_budget_and_pooler_keys_reach_the_store(
         store.close()
     with pytest.raises(UsageError, match="board_listen_url must start with postgresql://"):
         open_store(load(tmp_path, environ={**environ, "LANE_RUNNER_BOARD_LISTEN_URL": "pgb:x"}))
+
+
+def test_closing_the_store_under_a_waiting_listener_is_no_lost_listener(
+    postgres_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A clean stop closes the store while the daemon's watcher waits on the LISTEN
+    connection: that is no lost listener, and nothing reconnects."""
+    store = PostgresStore(postgres_database)
+    store.create_board("main")
+    assert store.wait_for_change(0)  # its own create; the listener is connected now
+    heard: list[bool] = []
+    watcher = threading.Thread(target=lambda: heard.append(store.wait_for_change(30)))
+    with caplog.at_level(logging.DEBUG, logger="lane_runner.board.postgres"):
+        watcher.start()
+        time.sleep(0.3)  # into its wait (an earlier close is the same to the assertions)
+        store.close()
+        watcher.join(timeout=60)
+    assert not watcher.is_alive()
+    assert heard == [False]
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [], warned

@@ -25,6 +25,22 @@ def test_the_demo_finishes_every_task_through_a_crash_and_a_recovery(tmp_path: P
     goal = next(row for row in rows if row[0] == "goal")
     assert goal[-2:] == ["turn", "2"]  # the goal-mode continuation: accepted on the second turn
     assert ".terminal.committed.json" in out
+    assert not home.exists() and "--keep keeps it" in out  # no folder left behind
+
+
+def test_the_demo_empties_a_directory_it_was_given_and_keeps_the_directory(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "given"
+    home.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "lane_runner.cli.main", "demo", "--simulated", "--json",
+         "--home", str(home)],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert home.is_dir() and list(home.iterdir()) == []
 
 
 def test_the_demo_refuses_a_home_that_is_not_empty(tmp_path: Path) -> None:

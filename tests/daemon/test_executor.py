@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
+import logging
 import os
 import time
 
@@ -103,6 +105,26 @@ def test_a_crashing_cli_is_a_counted_failure_until_the_task_gives_up(
     gave_up = lane.board.get_task(task.id)
     assert gave_up.status is Status.BLOCKED and gave_up.block_kind.value == "gave_up"
     assert all(r.outcome in (Outcome.FAILED, Outcome.BLOCKED) for r in lane.runs(task.id))
+
+
+def test_a_give_up_promises_no_next_attempt_and_one_turn_is_no_goal_turn(
+    services: Services, lane: Lane, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a failure backoff, a retried failure says when the next attempt comes; the
+    failure that gives up has none to promise. A task of one turn is not told in turns."""
+    services.cfg = dataclasses.replace(services.cfg, failure_backoff_base=120.0)
+    task = lane.board.add_task(NewTask(
+        title="crashes once", body="[sim:crash]", assignee="cli-codex-low",
+        workspace=str(lane.repo), max_retries=0,
+    ))
+    with caplog.at_level(logging.INFO, logger="lane_runner.run.executor"):
+        RunExecutor(services, claim(services, lane)).execute()
+    gave_up = lane.board.get_task(task.id)
+    assert gave_up.status is Status.BLOCKED and gave_up.block_kind.value == "gave_up"
+    assert "next attempt" not in (gave_up.block_reason or ""), gave_up.block_reason
+    assert "panicked at" in (gave_up.block_reason or "")
+    decided = [r.getMessage() for r in caplog.records if "-> " in r.getMessage()]
+    assert decided and not any("turn" in line for line in decided), decided
 
 
 def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
@@ -470,7 +492,8 @@ def test_a_long_attempt_leaves_progress_notes(services: Services, lane: Lane) ->
     task = lane.add("slow", body="[sim:slow:0.5:4]", assignee="cli-codex-low")
     assert RunExecutor(services, claim(services, lane)).execute().ended == "committed"
     notes = [c.body for c in lane.board.comments(task.id) if c.body.startswith("still working")]
-    assert notes and "codex/" in notes[0] and "goal turn 1" in notes[0]
+    assert notes and "codex/" in notes[0]
+    assert "turn" not in notes[0]  # a task of one turn is not told in goal turns
 
 
 def test_without_progress_notes_configured_none_are_written(

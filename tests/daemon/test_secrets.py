@@ -15,8 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from lane_runner import config
 from lane_runner.board.model import Outcome
-from lane_runner.cli import doctor
+from lane_runner.cli import doctor, login
 from tests.harness import BOARD, Lane
 
 PASSWORD = "hunter2-router-pw"
@@ -148,7 +149,8 @@ def test_doctor_probes_a_cli_with_the_workers_environment_only(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cloud")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "the other provider's")
     monkeypatch.setenv("OPENAI_API_KEY", "codex's own")
-    version, _ = doctor._probe("codex", cli)
-    names = version.detail.split(": ", 1)[1].split()
+    cfg = config.load(tmp_path, {})
+    version, _ = doctor._probe("codex", cli, cfg, login.runs_as(cfg))
+    names = version.detail.split(": ", 1)[1].rsplit(", run as", 1)[0].split()
     assert "OPENAI_API_KEY" in names and "PATH" in names
     assert not {"LANE_RUNNER_BOARD_URL", "AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY"} & set(names)

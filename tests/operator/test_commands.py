@@ -60,6 +60,11 @@ def test_healthy_home_after_a_run(lane: Lane) -> None:
     assert '{"type"' not in rendered.stdout  # events are rendered, not dumped
     raw = lane.cli("logs", task.id, "--raw", "--board", BOARD).stdout
     assert '{"type"' in raw
+    shown = lane.cli("task", "show", task.id).stdout  # the run's record as sections
+    assert "metadata.route" not in shown and "metadata=below" in shown
+    section = shown.split("run 1 completed:\n", 1)[1]
+    assert section.startswith("  route:") and "\n  delivery:" in section, section
+    assert "\n  goal:" not in section  # one turn is no goal
     checks = json_of(lane.cli("doctor", "--json"))
     levels = {c["name"]: c["level"] for c in checks["checks"]}
     assert levels["codex CLI"] == "pass" and levels[f"board {BOARD}"] == "pass"
@@ -218,3 +223,30 @@ def test_status_shows_tasks_that_keep_cooling_down(lane: Lane) -> None:
     assert entry["cooldowns"] >= 1
     shown = lane.cli("status").stdout
     assert "cycling (blocked at 24 in a row)" in shown and task.id in shown
+
+
+def test_logs_follow_ends_with_the_run(lane: Lane) -> None:
+    """Started while the run works, the follow prints to the run's last line and exits 0
+    once the board says the run has ended; a finished task has nothing to follow."""
+    task = lane.add("slow", body="[sim:slow:0.2:15]", assignee="cli-codex-low")
+    daemon = lane.start()
+    log = lane.home.log_file(BOARD, task.id)
+    lane.wait(lambda: log.exists() and b"still working (2/15)" in log.read_bytes(),
+              what="the run to be under way")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "lane_runner.cli.main", "--home", str(lane.root),
+         "logs", task.id, "-f"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=lane.environ(),
+    )
+    try:
+        out, err = follower.communicate(timeout=90)  # the run takes about 3 s
+    except subprocess.TimeoutExpired:
+        follower.kill()
+        raise AssertionError("logs --follow went on after the run ended") from None
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    assert follower.returncode == 0, err
+    assert "still working (15/15)" in out and "turn completed" in out
+    finished = lane.cli("logs", task.id, "-f", timeout=60)
+    assert finished.returncode == 0 and "turn completed" in finished.stdout

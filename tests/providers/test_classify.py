@@ -238,6 +238,11 @@ def test_killed_by_signal_and_plain_failures() -> None:
         Classification.KILLED_BY_SIGNAL)
     crash = judge("codex", [], status=101, stderr="thread 'main' panicked at x.rs\nboom")
     assert crash.classification is Classification.FAILED and "boom" in crash.reason
+    node = judge("claude", [], status=1, stderr=(
+        "Error: Cannot find module 'x'\n    at Module._resolve (node:internal:1)\nNode.js v22"))
+    assert node.reason == "exit status 1: Error: Cannot find module 'x'"
+    python = judge("codex", [], status=1, stderr="Traceback:\n  File x\nValueError: bad")
+    assert python.reason == "exit status 1: ValueError: bad"
     silent = judge("codex", codex_ok("no json here"))
     assert silent.classification is Classification.FAILED
 

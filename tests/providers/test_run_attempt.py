@@ -127,3 +127,14 @@ def test_a_provider_qualified_marker_applies_to_that_provider_only(
     prompt = "Speed it up [sim@codex:capacity]"
     assert run_attempt(make_request("codex", prompt)).classification is Classification.CAPACITY
     assert run_attempt(make_request("claude", prompt)).classification is Classification.OK
+
+
+def test_a_crash_is_told_by_its_panic_line_not_the_note_after_it(
+    make_request: RequestFactory,
+) -> None:
+    """The simulated codex crashes as Rust does: the panic, its message, then a note."""
+    attempt = run_attempt(make_request("codex", prompt="[sim:crash] x"))
+    assert attempt.classification is Classification.FAILED
+    assert attempt.reason == (
+        "exit status 101: thread 'main' panicked at core/src/codex.rs:412:9: simulated crash"
+    )

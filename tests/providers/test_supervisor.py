@@ -270,3 +270,32 @@ def test_a_cli_that_closes_its_output_then_exits_keeps_its_answer(tmp_path: Path
     """End-of-output is not death: the answer printed before the pipes closed counts."""
     ended = _shell('echo answer; exec >&- 2>&-; sleep 1.5; exit 0', b"", tmp_path)
     assert (ended.exit_status, ended.stopped, ended.tail.strip()) == (0, None, "answer")
+
+
+def test_each_event_is_reported_as_it_happens(make_request: RequestFactory) -> None:
+    """``status`` reads the last event from the progress reports: they follow the CLI's
+    events, not the heartbeat. The heartbeat here waits until six events have streamed,
+    so only the events themselves can have moved the reported ``last_event`` by then."""
+    req = make_request("codex", prompt="[sim:slow:0.05:8] x")
+    reports: list[float | None] = []
+    seen_by_then: list[list[float | None]] = []
+
+    def streamed() -> bool:
+        return req.log_path.exists() and b"still working (6/8)" in req.log_path.read_bytes()
+
+    def heartbeat() -> bool:
+        give_up = time.monotonic() + 60.0  # a fail-safe, not a timing bound
+        while not streamed() and time.monotonic() < give_up:
+            time.sleep(0.01)
+        seen_by_then.append(list(reports))
+        return True
+
+    attempt = run_attempt(replace(
+        req, heartbeat=heartbeat, heartbeat_interval=0.01,
+        on_progress=lambda progress: reports.append(progress.last_event),
+    ))
+    assert attempt.classification is Classification.OK, attempt.reason
+    before_heartbeat = seen_by_then[0]
+    # The start's reading, then at least one later one (a loaded machine may read
+    # several events in one batch: one reading for them all).
+    assert len({at for at in before_heartbeat if at is not None}) >= 2, before_heartbeat

@@ -25,9 +25,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="use the bundled simulated CLIs even where the real ones are installed",
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the demo's home to inspect it (by default it is removed at the end)",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    return demo.run(args.home, simulated=args.simulated, as_json=args.json)
+    return demo.run(args.home, simulated=args.simulated, as_json=args.json, keep=args.keep)

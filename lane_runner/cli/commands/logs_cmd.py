@@ -1,5 +1,9 @@
 """``lane-runner logs TASK``: the task's provider log, for people (or raw), optionally followed.
 
+``--follow`` ends with the run, as the board tells it: the task's run in progress (or,
+for a task waiting to be claimed, the next one to begin), once it has ended and its
+last lines are printed; a task that is done, blocked or archived has nothing to follow.
+
 ``--json`` prints JSON Lines, one object per log line, so it works while following:
 ``line`` as the CLI wrote it, ``event`` when that line is a JSON event, ``text`` as
 people see it (null for lines that say nothing).
@@ -8,16 +12,22 @@ people see it (null for lines that say nothing).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
 from lane_runner import files
+from lane_runner.board import open_store
+from lane_runner.board.base import Board, BoardUnavailable, Store
+from lane_runner.board.model import Status
 from lane_runner.cli import transcript
 from lane_runner.cli.arguments import load_config
 from lane_runner.cli.output import ensure_reader, printable
@@ -25,7 +35,10 @@ from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
 
+log = logging.getLogger(__name__)
+
 FOLLOW_POLL = 0.2
+RUN_LOOK = 1.0  # how often a follow asks the board whether the run has ended
 KEPT_PARTS = 9  # more than the rotation keeps: every rotated part present is shown
 
 
@@ -109,19 +122,75 @@ def _complete_lines(handle: BinaryIO, carry: bytes) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
+@dataclass
+class FollowedRun:
+    """The run a follow waits on, read from the board at most every ``RUN_LOOK`` s."""
+
+    board: Board
+    task_id: str
+    after: int
+    """Runs with a higher id began after the follow started."""
+    run: int | None
+    """The run followed; None: the next one to begin."""
+    settled: bool
+    """The task had no run and will get none without a person (done, blocked, archived)."""
+    looked: float = float("-inf")
+
+    @classmethod
+    def of(cls, store: Store, slug: str, task_id: str) -> FollowedRun | None:
+        """None when the board does not know the task (a log left by a task since
+        deleted): nothing will say when to stop, so the follow goes on until Ctrl-C."""
+        try:
+            board = store.board(slug)
+            task = board.get_task(task_id)
+            runs = board.runs(task_id)
+        except NotFound:
+            return None
+        open_run = next((r.id for r in runs if r.ended_at is None), None)
+        return cls(
+            board, task_id, max((r.id for r in runs), default=0), open_run,
+            open_run is None and task.status in (Status.DONE, Status.BLOCKED, Status.ARCHIVED),
+        )
+
+    def over(self, now: float) -> bool:
+        if self.settled:
+            return True
+        if now - self.looked < RUN_LOOK:
+            return False
+        self.looked = now
+        try:
+            runs = self.board.runs(self.task_id)
+        except BoardUnavailable as error:  # the follow goes on; the next look may see it
+            log.debug("cannot look whether the run has ended: %s", error)
+            return False
+        if self.run is None:
+            begun = [r.id for r in runs if r.id > self.after]
+            if not begun:
+                return False
+            self.run = min(begun)
+        return any(r.id == self.run and r.ended_at is not None for r in runs)
+
+
 def _follow(
-    path: Path, handle: BinaryIO, shape: str, where: tuple[str, str]
+    path: Path, handle: BinaryIO, shape: str, where: tuple[str, str],
+    followed: FollowedRun | None,
 ) -> Iterator[None]:
     """Print what is appended after ``handle``'s position; a rotation reopens the live file.
-    Ends (BrokenPipeError) once the reader has gone, as ``tail -f`` does, even while the
-    log is quiet."""
+    Ends with the run (what it wrote last printed first), or (BrokenPipeError) once the
+    reader has gone, as ``tail -f`` does, even while the log is quiet."""
     carry = b""
     try:
         while True:
             ensure_reader()
+            # Asked before the read, so the lines the run wrote before it ended are in it.
+            over = followed is not None and followed.over(time.monotonic())
             data, carry = _complete_lines(handle, carry)
             if data:
                 _emit(data, shape, where)
+            if over:
+                if carry:
+                    _emit(carry + b"\n", shape, where)
+                return
             try:
                 rotated = os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino
             except FileNotFoundError:
@@ -136,7 +205,8 @@ def _follow(
 
 
 def show_logs(args: argparse.Namespace) -> int:
-    home = Home(load_config(args).home)
+    cfg = load_config(args)
+    home = Home(cfg.home)
     path = log_path(home, args.task, args.board)
     shape = "raw" if args.raw else "json" if args.json else "text"
     where = (path.parent.name, args.task)
@@ -151,9 +221,11 @@ def show_logs(args: argparse.Namespace) -> int:
         with live:
             _emit(live.read(), shape, where)
         return 0
-    try:
-        for _ in _follow(path, live, shape, where):
-            pass
-    except KeyboardInterrupt:
-        return 0
+    with closing(open_store(cfg)) as store:
+        followed = FollowedRun.of(store, where[0], args.task)
+        try:
+            for _ in _follow(path, live, shape, where, followed):
+                pass
+        except KeyboardInterrupt:
+            return 0
     return 0

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from journal import Journal
-from lane_runner import clock
+from lane_runner import clock, files
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardError
 from lane_runner.board.model import Status, Task
@@ -36,10 +36,10 @@ from lane_runner.cli.output import (
 )
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
-from lane_runner.home import Home
+from lane_runner.home import NODE_ID_BYTES, Home
 from lane_runner.router import health
 from lane_runner.run import budget, lanestate
-from lane_runner.service import breaker, ledger, lock, pause, status, usage_share
+from lane_runner.service import breaker, ledger, lock, pause, status, stopping, usage_share
 
 
 def register(subparsers: Any) -> None:
@@ -57,7 +57,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=show_status)
 
 
-def _board_counts(cfg: Config, now: float) -> dict[str, dict[str, Any]]:
+def _board_counts(cfg: Config, now: float, node: str | None) -> dict[str, dict[str, Any]]:
+    """Each board's counts and controls; with ``node`` (no daemon of this home serves),
+    the tasks its runs left running, which the next start resumes."""
     counts: dict[str, dict[str, Any]] = {}
     with closing(open_store(cfg)) as store:
         for slug in store.board_slugs():
@@ -70,15 +72,35 @@ def _board_counts(cfg: Config, now: float) -> dict[str, dict[str, Any]]:
                         "reason": paused.reason, "at": timestamp(paused.at), "by": paused.by
                     },
                     "backing_off": _backing_off(board.list_tasks(Status.READY), now),
+                    "left_running": [] if node is None else _left_running(board, node),
                     **_today(cfg, slug, board),
                     "error": None,
                 }
             except BoardError as error:
                 counts[slug] = {
-                    "counts": {}, "paused": None, "backing_off": [], **_today(cfg, slug, None),
-                    "error": str(error),
+                    "counts": {}, "paused": None, "backing_off": [], "left_running": [],
+                    **_today(cfg, slug, None), "error": str(error),
                 }
     return counts
+
+
+def _left_running(board: Board, node: str) -> list[dict[str, Any]]:
+    """Tasks still ``running`` under a run of ``node`` while no daemon of it serves: a
+    stop left them claimed, and the next start reclaims them and resumes their sessions."""
+    left = []
+    for task in board.list_tasks(Status.RUNNING):
+        run = next((r for r in board.runs(task.id) if r.id == task.current_run_id), None)
+        if run is not None and run.node == node and run.ended_at is None:
+            left.append({"task_id": task.id, "run_id": run.id})
+    return left
+
+
+def _node_of(home: Home) -> str | None:
+    """This home's node id, read only (``status`` never makes one); None without one."""
+    try:
+        return files.read(home.node_file, NODE_ID_BYTES).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
 
 
 def _backing_off(ready: list[Task], now: float) -> list[dict[str, Any]]:
@@ -156,6 +178,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         status.read(home.status_file),
     )
     published = view.published or {}
+    serving = view.state in (status.DaemonState.RUNNING, status.DaemonState.STARTING)
     active = [
         {**run, "runtime_seconds": round(now - run["started_at"], 3)}
         for run in published.get("active", [])
@@ -170,7 +193,11 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
             "state": view.state.value,
             "pid": view.pid,
             "since": timestamp(view.since),
-            "detail": view.detail,
+            "detail": (
+                stopping.status_words(published["stopping"], len(published["active"]), now)
+                if published.get("stopping") else view.detail
+            ),
+            "stopping": published.get("stopping"),
             "concurrency": published.get("concurrency"),
             "runs_finished": published.get("runs_finished"),
             "metrics_port": published.get("metrics_port"),
@@ -184,7 +211,7 @@ def collect(cfg: Config, now: float) -> dict[str, Any]:
         },
         "active": active,
         "providers": _providers(home),
-        "boards": _board_counts(cfg, now),
+        "boards": _board_counts(cfg, now, None if serving else _node_of(home)),
         "breaker": _breaker(home),
         "pending_finalizations": _pending(home, unsafe),
         "cycling": _cycling(home),
@@ -411,6 +438,12 @@ def _print(document: dict[str, Any], now: float) -> None:
             [(slug, b["task_id"], b["failures"], duration(b["seconds_left"]), b["until"])
              for slug, b in backing],
         )
+    left = [(slug, t) for slug, board in boards.items() for t in board["left_running"]]
+    if left:
+        print(f"\n{len(left)} task(s) left running by a stopped daemon of this home; "
+              "they resume at its next start (lane-runner run):")
+        print_table(("board", "task", "run"), [(slug, t["task_id"], t["run_id"])
+                                              for slug, t in left])
     pending = document["pending_finalizations"]
     print()
     if pending:

@@ -15,7 +15,7 @@ from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, Store
 from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
 from lane_runner.board.rules import MAX_RETRIES
-from lane_runner.cli import dryrun
+from lane_runner.cli import completion, dryrun
 from lane_runner.cli.arguments import add_json_flag, dollars, load_config, seconds, whole
 from lane_runner.cli.commands import task_change_cmd
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
@@ -331,14 +331,24 @@ def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list
     print("\nevents:")
     print_table(
         ("id", "at", "kind", "run", "data"),
-        [(e.id, timestamp(e.at), e.kind, e.run_id, _inline(e.data)) for e in events],
+        [(e.id, timestamp(e.at), e.kind, e.run_id, _inline(_outline(e))) for e in events],
     )
+    for e in events:  # each completed run's record, as sections (cli/completion.py)
+        if isinstance(e.data.get("metadata"), dict):
+            print(f"\n{completion.render(f'run {e.run_id} {e.kind}:', e.data['metadata'])}")
     print("\ncomments:")
     print_table(
         ("at", "author", "comment"), [(timestamp(c.at), c.author, c.body) for c in comments]
     )
     print("\nresult:")
     print("-" if result is None else printable(_inline(result)))
+
+
+def _outline(event: Event) -> dict[str, Any]:
+    """An event's data for its row: a run's record is shown below the table instead."""
+    if not isinstance(event.data.get("metadata"), dict):
+        return event.data
+    return {**{k: v for k, v in event.data.items() if k != "metadata"}, "metadata": "below"}
 
 
 def _inline(data: dict[str, Any]) -> str:

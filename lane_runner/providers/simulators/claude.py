@@ -237,8 +237,12 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:  # what ``doctor`` runs, as the worker user when there is one
+        print("2.1.0 (Claude Code) simulated")
+        return
     play.note_start()
-    invocation = parse(sys.argv[1:] if argv is None else argv)
+    invocation = parse(args)
     _check(invocation)
     Run(invocation).play()
 

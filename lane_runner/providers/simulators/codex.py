@@ -197,8 +197,12 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:  # what ``doctor`` runs, as the worker user when there is one
+        print("codex-cli 0.0.0 (simulated)")
+        return
     play.note_start()
-    Run(parse(sys.argv[1:] if argv is None else argv)).play()
+    Run(parse(args)).play()
 
 
 if __name__ == "__main__":
