@@ -80,7 +80,7 @@ def test_a_read_command_on_a_missing_home_names_it_and_where_it_came_from(
     lane: Lane, tmp_path: Path
 ) -> None:
     typo = tmp_path / "hoem"
-    for argv in (["task", "ls"], ["status"], ["board", "ls"], ["config", "show"]):
+    for argv in (["task", "ls"], ["status"], ["board", "ls"], ["usage"]):
         by_flag = console(lane, "--home", str(typo), *argv)
         assert by_flag.returncode == 2, (argv, by_flag.stderr)
         assert f"no lane-runner home at {typo} (from the --home option)" in by_flag.stderr
