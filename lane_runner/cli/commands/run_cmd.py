@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
-    cfg = load_config(args, needs_home=not args.dry_run)  # the daemon makes its home
+    cfg = load_config(args, needs_home=args.dry_run)  # the daemon makes its home
     if args.dry_run:
         return dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
     if args.board:
@@ -88,7 +88,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
+    cfg = load_config(args, needs_home=False)  # the start's first step, as the unit runs it
     binaries = preflight(cfg)  # a bad configuration leaves the home untouched
     home = Home(cfg.home)
     with HomeLock(home.lock_file, "recover"):
