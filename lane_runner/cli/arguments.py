@@ -30,7 +30,8 @@ def load_config(args: argparse.Namespace, *, needs_home: bool = True) -> config.
     A command that only reads (``task ls``, ``status``...) refuses a home that does not
     exist, naming it and where its path came from: a mistyped ``--home`` would otherwise
     show an empty world, or be created by the read. Commands that make a home (``run``,
-    ``board create``) or report on a missing one (``doctor``) pass ``needs_home=False``.
+    ``board create``) or report on a missing one (``doctor``, ``config show``) pass
+    ``needs_home=False``.
     """
     cfg = config.load(args.home)
     if needs_home and not cfg.home.is_dir():

@@ -175,7 +175,7 @@ def test_a_home_first_made_by_board_create_is_private(tmp_path: Path) -> None:
     home = tmp_path / "fresh" / "home"
     previous = os.umask(0o022)
     try:
-        Cli(home).ok("board", "create", "main")
+        Cli(home, tmp_path).ok("board", "create", "main")
     finally:
         os.umask(previous)
     assert {path.name: oct(path.stat().st_mode & 0o777) for path in (home, home / "boards")} == {

@@ -80,7 +80,7 @@ def test_a_read_command_on_a_missing_home_names_it_and_where_it_came_from(
     lane: Lane, tmp_path: Path
 ) -> None:
     typo = tmp_path / "hoem"
-    for argv in (["task", "ls"], ["status"], ["board", "ls"], ["config", "show"]):
+    for argv in (["task", "ls"], ["status"], ["board", "ls"], ["usage"]):
         by_flag = console(lane, "--home", str(typo), *argv)
         assert by_flag.returncode == 2, (argv, by_flag.stderr)
         assert f"no lane-runner home at {typo} (from the --home option)" in by_flag.stderr
@@ -88,6 +88,10 @@ def test_a_read_command_on_a_missing_home_names_it_and_where_it_came_from(
         by_env = console(lane, *argv, env={"LANE_RUNNER_HOME": str(typo)})
         assert by_env.returncode == 2 and "(from LANE_RUNNER_HOME)" in by_env.stderr
     assert not typo.exists()  # no read made it (status made the directory and runner.lock)
+    assert console(lane, "--home", str(typo), "run", "--dry-run").returncode == 2
+    batch = console(lane, "--home", str(typo), "run", "--until-idle",  # the daemon makes it
+                    env={"LANE_RUNNER_SIMULATE": "true"})
+    assert batch.returncode == 0, batch.stderr
     made = console(lane, "--home", str(typo), "board", "create", "main")
     assert made.returncode == 0, made.stderr
     assert console(lane, "--home", str(typo), "task", "ls").returncode == 0

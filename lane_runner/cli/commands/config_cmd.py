@@ -51,7 +51,9 @@ def worker_passes(cfg: Config) -> dict[str, list[str]]:
 
 
 def show_config(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
+    # What a home would get, before it exists too (a mounted LANE_RUNNER_CONFIG); it
+    # reads and makes nothing.
+    cfg = load_config(args, needs_home=False)
     if args.json:
         print_json(
             {

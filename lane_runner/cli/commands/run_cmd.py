@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
-    cfg = load_config(args, needs_home=args.dry_run)  # the daemon makes its home; a dry run reads
+    cfg = load_config(args, needs_home=args.dry_run)  # the daemon makes its home
     if args.dry_run:
         return dryrun.show(dryrun.previews(cfg, args.board, None), args.json)
     if args.board:
@@ -88,7 +88,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
+    cfg = load_config(args, needs_home=False)  # the start's first step, as the unit runs it
     binaries = preflight(cfg)  # a bad configuration leaves the home untouched
     home = Home(cfg.home)
     with HomeLock(home.lock_file, "recover"):
@@ -104,7 +104,6 @@ def run_recover(args: argparse.Namespace) -> int:
     document = {
         "journal": result.journal.as_json(),
         "reclaimed": [ref.to_dict() for ref in result.reclaimed],
-        "reconciled": [ref.to_dict() for ref in result.reconciled],
         "unavailable_boards": result.unavailable_boards,
         "ended_processes": result.ended_processes,
         "usage_sent": result.usage_sent,
@@ -131,10 +130,6 @@ def _print_recovery(document: dict[str, Any]) -> None:
     rows += [
         ("reclaimed", ref["board"], ref["task_id"], ref["run_id"], ref["reason"])
         for ref in document["reclaimed"]
-    ]
-    rows += [
-        ("reconciled", ref["board"], ref["task_id"], ref["run_id"], ref["reason"])
-        for ref in document["reconciled"]
     ]
     if rows:
         print_table(("action", "board", "task", "run", "detail"), rows)
