@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, Creating, HostWorkspace, WorkspaceUnusable
+from lane_runner.board.gate import RedactedWrites
 from lane_runner.board.hermes_watch import HermesWatch
 from lane_runner.board.model import (
     BlockKind,
@@ -92,7 +93,7 @@ READ_ONLY = (
 )
 
 
-class HermesBoard:
+class HermesBoard(RedactedWrites):
     """One Hermes board (one ``kanban.db``). Methods are safe to call from several threads."""
 
     def __init__(
