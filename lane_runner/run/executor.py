@@ -197,7 +197,7 @@ class RunExecutor:
         self._share_usage()
         spent = self._budget_crossed()
         if spent is not None:
-            return self._budget_spent(spent)
+            return self._budget_spent(budget.spent_reason(spent, answered=False))
         wait = self._limit_wait()
         if wait is not None:
             return self._park(*wait)
@@ -257,8 +257,10 @@ class RunExecutor:
                     time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
                     fell_back=self.fell_back,
                 )
-            if self.over_budget is not None and decision.step is not decide.Step.ACCEPT:
-                return self._budget_spent(self.over_budget)  # an answer given is kept
+            if self.over_budget is not None:
+                return self._budget_spent(
+                    budget.spent_reason(self.over_budget, decision.step is decide.Step.ACCEPT)
+                )
             wait = self._limit_wait() if decision.step in WAITS_FOR_CAPACITY else None
             if wait is not None:
                 return self._park(*wait)
@@ -789,7 +791,7 @@ class RunExecutor:
 
     def _budget_spent(self, why: str) -> RunReport:
         """The budget is spent: blocked ``budget`` with the spend, for a person to raise it."""
-        return self._block(f"budget spent: {why}", BlockKind.BUDGET)
+        return self._block(why, BlockKind.BUDGET)
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""
