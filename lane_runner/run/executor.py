@@ -47,6 +47,7 @@ from lane_runner.run import (
     hooks,
     lanestate,
     plan,
+    usage_note,
     workspace,
 )
 from lane_runner.run import context as contexts
@@ -119,6 +120,7 @@ class RunExecutor:
         self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
         self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
         self.over_budget: str | None = None  # why the spend crossed the budget, once it did
+        self.unknown_usage = usage_note.Unknown()  # impossible usage figures, to comment on
         # The board's copy of the usage ledger: the task's records and the board's today's,
         # as last read (``_share_usage``); what budgets read with the home's own records.
         self.on_board: list[dict[str, Any]] = []
@@ -243,6 +245,8 @@ class RunExecutor:
             else:
                 prompt = contexts.worker_prompt(task_context, handoff, continuation)
                 attempt = self._attempt(route, prompt, prepared.cwd, turn)
+                for said in self.unknown_usage.take():
+                    self._note(said)
                 if self.stop is not None:
                     return self._stopped(self.stop)
                 accepted, verdict = self._judge(task_context, attempt, turn)
@@ -765,6 +769,9 @@ class RunExecutor:
                       self.task.id, self.run.id, n, error)
             return
         metrics.spent(added)
+        if report.unknown:
+            log.warning("run %s: %s", self.run.id, usage_note.impossible(provider, report.unknown))
+            self.unknown_usage.add(provider, report.unknown)
         why = self._budget_crossed() if added else None
         if why is not None and self.over_budget is None:
             log.info("run %s: %s; ending the attempt", self.run.id, why)
