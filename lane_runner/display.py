@@ -25,21 +25,22 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def clipped(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how many were left out.
+def clipped(text: str, limit: int, *, more: int = 0) -> str:
+    """``text`` cut to ``limit`` characters, saying how many were left out (``more``:
+    how many a caller left out before, past the end of ``text``).
 
     A slice, so it costs the same whatever the text's size and comes before anything
     else reads it. A word cut in two that holds ``://`` is left out whole: half a URL
     could keep its password from redaction (``redact``), which needs the ``@``.
     """
     if len(text) <= limit:
-        return text
+        return f"{text}… [{more} more characters]" if more else text
     head = text[:limit]
     if not text[limit].isspace():
         word = max(map(head.rfind, string.whitespace)) + 1
         if "://" in head[word:]:
             head = head[:word]
-    return f"{head}… [{len(text) - len(head)} more characters]"
+    return f"{head}… [{len(text) - len(head) + more} more characters]"
 
 
 def escaped(text: str, *, keep_newlines: bool = False) -> str:

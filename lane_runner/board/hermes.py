@@ -42,6 +42,7 @@ from lane_runner import files, suggest
 from lane_runner.board import hermes_home, hermes_txn, retry, rules
 from lane_runner.board import hermes_rows as rows
 from lane_runner.board.base import BoardUnavailable, Creating, HostWorkspace, WorkspaceUnusable
+from lane_runner.board.gate import RedactedWrites
 from lane_runner.board.hermes_watch import HermesWatch
 from lane_runner.board.model import (
     BlockKind,
@@ -93,7 +94,7 @@ READ_ONLY = (
 )
 
 
-class HermesBoard:
+class HermesBoard(RedactedWrites):
     """One Hermes board (one ``kanban.db``). Methods are safe to call from several threads."""
 
     def __init__(

@@ -42,6 +42,7 @@ import orjson
 from lane_runner import suggest
 from lane_runner.board import rules
 from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.gate import RedactedWrites
 from lane_runner.board.model import (
     BlockKind,
     BoardPause,
@@ -226,7 +227,7 @@ def _always(_: object) -> bool:
     return True
 
 
-class SqlBoard:
+class SqlBoard(RedactedWrites):
     """One board on an SQL backend. Methods are safe to call from several threads."""
 
     def __init__(self, slug: str, dialect: Dialect, failure_limit: int) -> None:

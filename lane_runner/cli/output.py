@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from lane_runner import display
+from lane_runner import display, redact
 
 
 def timestamp(value: float | None) -> str | None:
@@ -24,10 +24,11 @@ def timestamp(value: float | None) -> str | None:
 
 
 def printable(text: str) -> str:
-    """``text`` safe for a terminal: every control character but tab and newline shown
-    as ``\\xNN``. Titles, bodies, reasons and CLI output come from other people and
-    models; human output passes them through here (``--json`` keeps them exact)."""
-    return display.escaped(text, keep_newlines=True)
+    """``text`` safe for a terminal: its secrets hidden (``redact.text``), every control
+    character but tab and newline shown as ``\\xNN``. Titles, bodies, reasons and CLI
+    output come from other people and models; human output passes them through here
+    (``--json`` keeps them exact but for secrets: ``json_bytes``)."""
+    return display.escaped(redact.text(text), keep_newlines=True)
 
 
 #: Exit status when the reader of the output went away: what a shell reports for a
@@ -67,10 +68,15 @@ def discard_stdout() -> None:
         os.close(devnull)
 
 
+def json_bytes(document: Any, *, indent: bool = True) -> bytes:
+    """``document`` as JSON, every string in it through the redaction gate
+    (``redact.document``): the one way ``--json`` output is made, so none bypasses it."""
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    return orjson.dumps(redact.document(document), option=option)
+
+
 def print_json(document: Any) -> None:
-    sys.stdout.buffer.write(
-        orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
-    )
+    sys.stdout.buffer.write(json_bytes(document) + b"\n")
     sys.stdout.flush()
 
 

@@ -206,7 +206,8 @@ def message_usage_of(message: dict[str, Any], session_id: str | None) -> UsageRe
         cache_write=usage.get("cache_creation_input_tokens"),
         output=usage.get("output_tokens"),
     )
-    return UsageReport("message", session_id, {model: counts}, key=key)
+    return UsageReport("message", session_id, {model: counts.tokens}, key=key,
+                       unknown=counts.unknown)
 
 
 def result_usage_of(event: dict[str, Any], session_id: str | None) -> UsageReport | None:
@@ -218,22 +219,25 @@ def result_usage_of(event: dict[str, Any], session_id: str | None) -> UsageRepor
         return None
     models: dict[str, dict[str, int]] = {}
     costs: dict[str, float] = {}
+    unknown: set[str] = set()
     for model, figures in per_model.items():
         if not isinstance(figures, dict) or model == SYNTHETIC_MODEL:
             continue
-        models[model] = tokens(
+        counts = tokens(
             input=figures.get("inputTokens"),
             cached_input=figures.get("cacheReadInputTokens"),
             cache_write=figures.get("cacheCreationInputTokens"),
             output=figures.get("outputTokens"),
             reasoning=figures.get("thinkingTokens"),
         )
+        models[model] = counts.tokens
+        unknown.update(counts.unknown)
         cost = figures.get("costUSD")
         if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
             costs[model] = float(cost)
     if not models:
         return None
-    return UsageReport("cumulative", session_id, models, costs)
+    return UsageReport("cumulative", session_id, models, costs, unknown=tuple(sorted(unknown)))
 
 
 def rate_limit_of(event: dict[str, Any]) -> LimitNotice | None:

@@ -343,8 +343,9 @@ def usage_of(event: dict[str, Any], thread_id: str | None, model: str) -> UsageR
         output=usage.get("output_tokens"),
         reasoning=usage.get("reasoning_output_tokens"),
     )
-    counts["input"] = max(0, counts["input"] - counts["cached_input"] - counts["cache_write"])
-    return UsageReport("cumulative", thread_id, {model: counts})
+    spent = counts.tokens
+    spent["input"] = max(0, spent["input"] - spent["cached_input"] - spent["cache_write"])
+    return UsageReport("cumulative", thread_id, {model: spent}, unknown=counts.unknown)
 
 
 def limit_of(text: str, now: float, zone_name: str | None) -> LimitNotice | None:

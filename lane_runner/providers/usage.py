@@ -18,6 +18,10 @@ COUNTED = ("input", "cached_input", "cache_write", "output")
 
 Basis = Literal["message", "cumulative"]
 
+#: The largest token count taken as said: integers above it lose precision as JSON
+#: numbers (a CLI's JSON parser reads 2**70 as a float) and no session spends it.
+MAX_TOKENS = 2**53
+
 
 @dataclass(frozen=True)
 class UsageReport:
@@ -38,6 +42,9 @@ class UsageReport:
     """The CLI's own dollar figure per model, where it gives one (claude)."""
     key: str = ""
     """A message report's identity (the API message id): never counted twice."""
+    unknown: tuple[str, ...] = ()
+    """Kinds the CLI gave an impossible number for (``Counted.unknown``): counted 0,
+    recorded as unknown, and said in the run's comments."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +55,28 @@ class LimitNotice:
     resets_at: float | None
 
 
-def tokens(**counts: object) -> dict[str, int]:
-    """Token counts by kind, each a non-negative integer (anything else counts as 0)."""
-    return {
-        kind: value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-        for kind, value in ((kind, counts.get(kind, 0)) for kind in KINDS)
-    }
+@dataclass(frozen=True)
+class Counted:
+    """Token counts by kind as a CLI gave them, and the kinds whose number was impossible."""
+
+    tokens: dict[str, int]
+    unknown: tuple[str, ...] = ()
+
+
+def tokens(**counts: object) -> Counted:
+    """Token counts by kind, each a non-negative integer up to ``MAX_TOKENS``. A kind not
+    given counts 0; a number that cannot be a count (negative, not an integer, above
+    ``MAX_TOKENS``) counts 0 too, and is named in ``unknown``: the spend is not known,
+    which the run says, rather than taken as none."""
+    found: dict[str, int] = {}
+    unknown: list[str] = []
+    for kind in KINDS:
+        value = counts.get(kind)
+        if value is None:
+            found[kind] = 0
+        elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
+            found[kind] = value
+        else:
+            found[kind] = 0
+            unknown.append(kind)
+    return Counted(found, tuple(unknown))

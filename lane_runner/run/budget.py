@@ -61,6 +61,16 @@ def crossed(budget: Budget, task: Totals, day: Totals) -> str | None:
     return None
 
 
+def spent_reason(why: str, answered: bool) -> str:
+    """The block reason of a run whose spend crossed its budget (``why``, from
+    ``crossed``). A run past its budget is blocked even when the worker had answered
+    (README: budgets): the answer is not delivered past the limit the operator set, but
+    kept in the worktree and the session, for ``task retry`` once the budget is raised."""
+    kept = ("; the worker had answered: its work stays in the worktree for 'task retry' "
+            "after the budget is raised") if answered else ""
+    return f"budget spent: {why}{kept}"
+
+
 def board_spent(daily: Mapping[str, float], board: str, day: Totals) -> str | None:
     """Why nothing more is claimed on ``board`` today, or None."""
     limit = daily_budget(daily, board)

@@ -50,6 +50,7 @@ from lane_runner.run import (
     lanestate,
     plan,
     undelivered,
+    usage_note,
     workspace,
 )
 from lane_runner.run import context as contexts
@@ -128,6 +129,7 @@ class RunExecutor:
         self.cancel = services.run_cancel(self.run.id)  # shutdown, or an operator's stop
         self.stop: StopRequest | None = None  # the operator's stop, once a heartbeat saw it
         self.over_budget: str | None = None  # why the spend crossed the budget, once it did
+        self.unknown_usage = usage_note.Unknown()  # impossible usage figures, to comment on
         # The board's copy of the usage ledger: the task's records and the board's today's,
         # as last read (``_share_usage``); what budgets read with the home's own records.
         self.on_board: list[dict[str, Any]] = []
@@ -216,7 +218,7 @@ class RunExecutor:
         self._share_usage()
         spent = self._budget_crossed()
         if spent is not None:
-            return self._budget_spent(spent)
+            return self._budget_spent(budget.spent_reason(spent, answered=False))
         wait = self._limit_wait()
         if wait is not None:
             return self._park(*wait)
@@ -262,6 +264,8 @@ class RunExecutor:
             else:
                 prompt = contexts.worker_prompt(task_context, handoff, continuation)
                 attempt = self._attempt(route, prompt, prepared.cwd, turn)
+                for said in self.unknown_usage.take():
+                    self._note(said)
                 if self.stop is not None:
                     return self._stopped(self.stop)
                 accepted, verdict = self._judge(task_context, attempt, turn)
@@ -276,8 +280,10 @@ class RunExecutor:
                     time_left=self.deadline - time.monotonic() > self.s.cfg.goal_margin,
                     fell_back=self.fell_back,
                 )
-            if self.over_budget is not None and decision.step is not decide.Step.ACCEPT:
-                return self._budget_spent(self.over_budget)  # an answer given is kept
+            if self.over_budget is not None:
+                return self._budget_spent(
+                    budget.spent_reason(self.over_budget, decision.step is decide.Step.ACCEPT)
+                )
             wait = self._limit_wait() if decision.step in WAITS_FOR_CAPACITY else None
             if wait is not None:
                 return self._park(*wait)
@@ -800,6 +806,9 @@ class RunExecutor:
                       self.task.id, self.run.id, n, error)
             return
         metrics.spent(added)
+        if report.unknown:
+            log.warning("run %s: %s", self.run.id, usage_note.impossible(provider, report.unknown))
+            self.unknown_usage.add(provider, report.unknown)
         why = self._budget_crossed() if added else None
         if why is not None and self.over_budget is None:
             log.info("run %s: %s; ending the attempt", self.run.id, why)
@@ -826,7 +835,7 @@ class RunExecutor:
 
     def _budget_spent(self, why: str) -> RunReport:
         """The budget is spent: blocked ``budget`` with the spend, for a person to raise it."""
-        return self._block(f"budget spent: {why}", BlockKind.BUDGET)
+        return self._block(why, BlockKind.BUDGET)
 
     def _on_session(self, provider: str, session_id: str) -> None:
         """Persist a new session id the moment it appears, so a crash right after can resume it."""

@@ -144,6 +144,9 @@ def attribute(
             # leaves them unpriced.
             record["covers"] = [r["id"] for r in messages]
         added.append(record)
+    if report.unknown:
+        for record in added:
+            record["unknown"] = list(report.unknown)  # counted 0 here: the spend is not known
     return added
 
 

@@ -296,3 +296,18 @@ def test_codex_capacity_and_authentication_texts(message: str, expected: Classif
              json.dumps({"type": "error", "message": message}),
              json.dumps({"type": "turn.failed", "error": {"message": message}})]
     assert judge("codex", lines, status=1).classification is expected
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["API Error: 401 {\"error\": \"unauthorized for this rate limit window\"}",
+     "unexpected status 401: quota window closed, please log in again"],
+)
+def test_an_auth_failure_that_also_names_a_limit_is_auth(said: str) -> None:
+    """Auth is checked before capacity (``ORDER``): a logged-out CLI whose 401 mentions a
+    rate limit window must ask a person (needs_input), not wait and retry every 5 minutes
+    as for capacity. Catches CAPACITY checked before AUTH."""
+    from lane_runner.providers.classify import Signals, classify_failure
+
+    for signals in (Signals(errors=[said]), Signals(stderr=said)):
+        assert classify_failure(signals)[0] is Classification.AUTH

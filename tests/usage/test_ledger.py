@@ -24,7 +24,7 @@ def attempt(n: int, run: int = 1, provider: str = "codex") -> Attempt:
 def cumulative(session: str, model: str, cost: float | None = None,
                **counts: int) -> UsageReport:
     costs = {model: cost} if cost is not None else {}
-    return UsageReport("cumulative", session, {model: tokens(**counts)}, costs)
+    return UsageReport("cumulative", session, {model: tokens(**counts).tokens}, costs)
 
 
 def test_a_resumed_codex_thread_is_counted_by_its_difference(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_an_unpriced_model_costs_unknown_never_a_guess(tmp_path: Path) -> None:
     [record] = book.record(attempt(1), cumulative("th", "o9", input=10, output=1), PRICES, 1.0)
     assert record["cost_usd"] is None and record["cost_source"] is None
     assert ledger.total([record]).to_dict()["cost_complete"] is False
-    assert ledger.price("gpt-5", tokens(input=1, cache_write=1), PRICES) is None
+    assert ledger.price("gpt-5", tokens(input=1, cache_write=1).tokens, PRICES) is None
 
 
 def test_a_new_session_or_a_count_that_began_again_is_counted_whole(tmp_path: Path) -> None:
@@ -59,11 +59,11 @@ def test_claude_messages_count_once_and_the_result_adds_only_the_rest(tmp_path: 
     no longer holds them) adds what its own messages did not say: the final output."""
     book = Ledger(tmp_path)
     one = attempt(1, provider="claude")
-    first = UsageReport("message", "s", {"m": tokens(input=1000, output=1)}, key="msg_1")
+    first = UsageReport("message", "s", {"m": tokens(input=1000, output=1).tokens}, key="msg_1")
     assert book.record(one, first, {}, 1.0)
     assert book.record(one, first, {}, 1.0) == []  # the same message again (one per block)
     two = attempt(2, run=2, provider="claude")
-    book.record(two, UsageReport("message", "s", {"m": tokens(input=2000, output=1)},
+    book.record(two, UsageReport("message", "s", {"m": tokens(input=2000, output=1).tokens},
                                  key="msg_2"), {}, 2.0)
     book.record(two, cumulative("s", "m", cost=0.00675, input=2000, output=50), {}, 2.0)
     totals = ledger.total(book.records("work"))
@@ -114,7 +114,7 @@ def test_the_adapters_read_what_the_pinned_clis_print() -> None:
     [report] = reading.take_usage()
     assert report.basis == "cumulative" and report.session_id == "th"
     assert report.models == {"gpt-5": tokens(input=4000, cached_input=1000, output=150,
-                                             reasoning=20)}
+                                             reasoning=20).tokens}
     reading = Reading(session_id="s")
     claude.observe(reading, {"type": "assistant", "session_id": "s", "message": {
         "id": "msg_1", "model": "claude-sonnet-4-5", "content": [],

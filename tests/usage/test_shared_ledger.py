@@ -30,7 +30,8 @@ NOW = 1_800_000_000.0
 
 
 def spend(book: Ledger, session: str, run: int, at: float = NOW) -> list[dict[str, object]]:
-    report = UsageReport("cumulative", session, {"gpt-5": tokens(input=1000, output=100)}, {})
+    spent = tokens(input=1000, output=100).tokens
+    report = UsageReport("cumulative", session, {"gpt-5": spent}, {})
     return book.record(Attempt("main", "t1", run, 1, "codex"), report, PRICES, at)
 
 
@@ -152,7 +153,8 @@ def test_recovery_goes_on_when_the_marks_cannot_be_written(
     recovery still ends, and the next one sends them again, which the board stores once."""
     services = build(config.load(lane.root, {}))
     try:
-        report = UsageReport("cumulative", "s1", {"gpt-5": tokens(input=1000, output=100)}, {})
+        spent = tokens(input=1000, output=100).tokens
+        report = UsageReport("cumulative", "s1", {"gpt-5": spent}, {})
         [record] = services.ledger.record(
             Attempt(BOARD, "t1", 1, 1, "codex"), report, PRICES, NOW
         )

@@ -30,7 +30,7 @@ from lane_runner.board.base import Board, BoardUnavailable, Store
 from lane_runner.board.model import Status
 from lane_runner.cli import transcript
 from lane_runner.cli.arguments import load_config
-from lane_runner.cli.output import ensure_reader, printable
+from lane_runner.cli.output import ensure_reader, json_bytes, printable
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
@@ -101,7 +101,7 @@ def line_document(line: str, board: str, task: str) -> dict[str, Any]:
 def _shown(line: str, shape: str, where: tuple[str, str]) -> str:
     """One log line as ``shape`` prints it ("" for a rendered line that says nothing)."""
     if shape == "json":
-        return orjson.dumps(line_document(line, *where)).decode() + "\n"
+        return json_bytes(line_document(line, *where), indent=False).decode() + "\n"
     rendered = transcript.render(line)
     return "" if rendered is None else printable(rendered) + "\n"
 

@@ -16,8 +16,6 @@ from contextlib import closing
 from dataclasses import asdict
 from typing import Any
 
-import orjson
-
 from journal import Journal
 from lane_runner import clock, files
 from lane_runner.board import open_store
@@ -29,6 +27,7 @@ from lane_runner.cli.commands.task_cmd import backoff_of
 from lane_runner.cli.output import (
     duration,
     ensure_reader,
+    json_bytes,
     print_json,
     print_table,
     printable,
@@ -257,7 +256,7 @@ def show_status(args: argparse.Namespace) -> int:
             now = time.time()
             document = collect(cfg, now)
             if args.json and args.watch:
-                sys.stdout.buffer.write(orjson.dumps(document) + b"\n")  # JSON Lines
+                sys.stdout.buffer.write(json_bytes(document, indent=False) + b"\n")  # JSON Lines
             elif args.json:
                 print_json(document)
             else:
