@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -61,6 +64,16 @@ def new_postgres_database() -> Iterator[Callable[[], str]]:
 def postgres_database(new_postgres_database: Callable[[], str]) -> str:
     """The URL of a new, empty database on the test server."""
     return new_postgres_database()
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory an unprivileged worker user can enter (pytest's own tmp dirs are 0700),
+    removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="lane-runner-shared-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

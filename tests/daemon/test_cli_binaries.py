@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,15 +22,6 @@ FAKE_CODEX = """#!/bin/sh
 id -u > "{seen}"
 echo "codex-cli 0.171.0"
 """
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the worker user can enter (pytest's own tmp dirs are 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="lane-runner-binaries-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
 
 
 def fake_codex(where: Path, seen: Path) -> Path:

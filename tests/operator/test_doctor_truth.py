@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import site
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +81,6 @@ def _user() -> str:
 
 
 @pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory the worker user can enter (pytest's own tmp dirs are 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="lane-runner-doctor-truth-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
-
-
-@pytest.fixture
 def private_python(tmp_path: Path) -> Path:
     """A virtualenv's python in a directory only root may enter, as a venv under root's
     home is: it runs lane-runner for root, and nobody else can execute it."""
@@ -109,15 +97,15 @@ def private_python(tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 def test_doctor_fails_where_every_attempt_fails_as_the_worker_user(
-    shared: Path, private_python: Path
+    shared_dir: Path, private_python: Path
 ) -> None:
     user = _user()
     entry = pwd.getpwnam(user)
-    home = Home(shared / "home")
+    home = Home(shared_dir / "home")
     home.ensure()
     config = {**FAST_CONFIG, "worker_user": user, "concurrency": 1, "failure_limit": 1}
     home.config_file.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in config.items()))
-    repo = shared / "repo"
+    repo = shared_dir / "repo"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     (repo / "README").write_text("x\n")
@@ -129,7 +117,7 @@ def test_doctor_fails_where_every_attempt_fails_as_the_worker_user(
     board = store.create_board(BOARD)
     task = board.add_task(NewTask(title="t", body="", assignee="cli-codex-low",
                                   workspace=str(repo)))
-    env = {"PATH": os.environ["PATH"], "HOME": str(shared)}
+    env = {"PATH": os.environ["PATH"], "HOME": str(shared_dir)}
     python = str(private_python)
 
     report = _doctor(python, home.root, env)

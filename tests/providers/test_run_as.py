@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +27,6 @@ printf '{"type":"item.completed","item":{"id":"i0","type":"agent_message","text"
   "$(printf '%s' '__RESULT__' | sed "s/UID/$uid/" | sed 's/"/\\\\"/g; s/^/"/; s/$/"/')"
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'
 """
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the unprivileged user can enter (pytest's own tmp dirs are 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="lane-runner-run-as-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
 
 
 def test_the_cli_runs_as_the_worker_user(make_request: RequestFactory, shared_dir: Path) -> None:
