@@ -74,7 +74,8 @@ def test_a_hermes_board_is_served_exactly_once_through_kill_9s(
         daemon.wait()
     assert kills_mid_run >= 3
     # The Hermes profile's task stays ready: --until-idle must not wait for it.
-    assert hermes_lane.start("--until-idle").wait(timeout=300) == 0
+    # 4 when this batch is the one that ran the [sim:blocked] task (docs/commands.md).
+    assert hermes_lane.start("--until-idle").wait(timeout=300) in (0, 4)
 
     db = hermes.db()
     restarted = db.execute("SELECT COUNT(*) FROM task_runs WHERE outcome = 'reclaimed'")

@@ -53,7 +53,9 @@ def test_task_show_prints_events_for_people(lane: Lane) -> None:
     assert shown.returncode == 0, shown.stderr
     events = shown.stdout.split("\nevents:\n", 1)[1].split("\ncomments:\n", 1)[0]
     completed = next(line for line in events.splitlines() if " completed " in line)
-    assert "metadata.route.provider=" in completed and "metadata.journal_digest=" in completed
+    assert "metadata=below" in completed and "metadata.route.provider=" not in completed
+    record = shown.stdout.split(" completed:\n", 1)[1]  # the run's record, in sections
+    assert "route" in record and "delivery" in record and "journal_digest" in record
     assert "{'" not in shown.stdout and "': " not in shown.stdout  # no Python reprs anywhere
 
 

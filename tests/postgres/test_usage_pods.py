@@ -57,8 +57,9 @@ def test_a_task_retried_on_another_pod_is_blocked_once_both_spends_cross_its_bud
 
 def test_the_boards_daily_budget_counts_every_pods_spend(fleet: Fleet) -> None:
     """A daily budget of one and a half turns: pod A spends one; pod B may start one more
-    (one turn is under the budget) but, counting A's, claims nothing after it; pod A's
-    status shows the day's spend of both."""
+    (one turn is under the budget), whose turn crosses it (that task is blocked
+    ``budget``), and, counting A's, claims nothing after it; pod A's status shows the
+    day's spend of both."""
     first, second = fleet.pod("pod-a"), fleet.pod("pod-b")
     for pod in (first, second):
         pod.write_config(prices=PRICES, daily_budget_usd={BOARD: 1.5 * TURN}, concurrency=1)
@@ -73,7 +74,7 @@ def test_the_boards_daily_budget_counts_every_pods_spend(fleet: Fleet) -> None:
         return (status["daemon"]["hold"] or {}).get("kind") == "budget"  # type: ignore[index]
     fleet.wait(held, 120, "pod-b to hold its claims for the board's daily budget")
     statuses = sorted(fleet.board.get_task(task.id).status.value for task in later)
-    assert statuses == ["done", "ready"], statuses
+    assert statuses == ["blocked", "ready"], statuses
     for pod in (first, second):
         board = spent_by(pod, "status")["boards"][BOARD]  # type: ignore[index]
         assert board["budget"]["spent_usd"] == pytest.approx(2 * TURN), pod.root.name

@@ -64,8 +64,8 @@ def test_codex_sandbox_is_a_setting_refused_with_words(tmp_path: Path) -> None:
     assert config.cli_sandbox(chosen, "codex") == "workspace-write"
     assert config.cli_sandbox(chosen, "claude") is None  # claude has none the runner picks
     with pytest.raises(UsageError, match=(
-        r"bad value for codex_sandbox in LANE_RUNNER_CODEX_SANDBOX: 'sandboxed': expected one "
-        r"of bypass, workspace-write, read-only")):
+        r"bad value for codex_sandbox in LANE_RUNNER_CODEX_SANDBOX: 'sandboxed' \(expected one "
+        r"of bypass, workspace-write, read-only\)")):
         config.load(tmp_path, {"LANE_RUNNER_CODEX_SANDBOX": "sandboxed"})
 
 

@@ -56,6 +56,9 @@ SHOWN_BY: dict[str, str] = {
     "the same whichever CLI carried it; a simulator hands one over in milliseconds "
     "(tests/daemon/test_long_texts.py)",
     "silent-tool": WORK + "test_a_real_cli_running_a_silent_tool_past_the_stall_timeout_survives",
+    "checkout": SIMULATOR_ONLY + "where the worker leaves HEAD is git's, not the CLI's: a "
+    "simulator moves it as any tool would, and the runner's answer is the same whichever "
+    "CLI ran the checkout (tests/daemon/test_delivery.py)",
     "escapes": SIMULATOR_ONLY + "the text log and journal show escape a summary's control "
     "characters, the same whichever CLI carried it (tests/operator/test_terminal_escapes.py)",
 }

@@ -19,7 +19,7 @@ PRICES = {"gpt-5.1-codex-mini": {"input": 0.25, "output": 2.0}}
 def test_a_board_whose_daily_budget_is_spent_is_not_claimed_from(lane: Lane) -> None:
     lane.write_config(prices=PRICES, daily_budget_usd={BOARD: 0.0004})
     first = lane.add("first", assignee="cli-codex-low")
-    assert lane.start("--until-idle").wait(timeout=120) == 0
+    assert lane.start("--until-idle").wait(timeout=120) == 4  # its task ends blocked budget
     crossed = lane.board.get_task(first.id)  # its one turn crossed the day's budget
     assert (crossed.status, crossed.block_kind) == (Status.BLOCKED, BlockKind.BUDGET), crossed
     second = lane.add("second", assignee="cli-codex-low")

@@ -104,6 +104,7 @@ def run_recover(args: argparse.Namespace) -> int:
     document = {
         "journal": result.journal.as_json(),
         "reclaimed": [ref.to_dict() for ref in result.reclaimed],
+        "reconciled": [ref.to_dict() for ref in result.reconciled],
         "unavailable_boards": result.unavailable_boards,
         "ended_processes": result.ended_processes,
         "usage_sent": result.usage_sent,
@@ -130,6 +131,10 @@ def _print_recovery(document: dict[str, Any]) -> None:
     rows += [
         ("reclaimed", ref["board"], ref["task_id"], ref["run_id"], ref["reason"])
         for ref in document["reclaimed"]
+    ]
+    rows += [
+        ("reconciled", ref["board"], ref["task_id"], ref["run_id"], ref["reason"])
+        for ref in document["reconciled"]
     ]
     if rows:
         print_table(("action", "board", "task", "run", "detail"), rows)
