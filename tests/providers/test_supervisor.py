@@ -122,8 +122,10 @@ def test_codex_that_spent_its_reconnects_is_an_auth_failure_not_a_stall(
 
 @pytest.mark.parametrize("provider", ["codex", "claude"])
 def test_stall_clock_spares_slow_but_active(make_request: RequestFactory, provider: str) -> None:
-    """Events every 0.4 s for 2.4 s against a 1 s stall timeout."""
-    req = make_request(provider, prompt="[sim:slow:0.4:6] x", stall_timeout=1.0)
+    """Events every 0.5 s for 4 s against a 2 s stall timeout: the run outlives the timeout
+    twice over, and each gap leaves a fourfold margin (1 s against 0.4 s failed in CI
+    while the machine's two cores ran the rest of the suite)."""
+    req = make_request(provider, prompt="[sim:slow:0.5:8] x", stall_timeout=2.0)
     attempt = run_attempt(req)
     assert attempt.classification is Classification.OK, attempt.reason
 
