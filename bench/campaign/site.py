@@ -229,8 +229,11 @@ class Runner:
             return None
 
     def cli_pids(self) -> list[int]:
-        """The simulated CLIs this home runs now (their environment names the node)."""
-        return find_workers(self.node, home=self.root)
+        """The simulated CLIs this home runs now: its workers (their environment names the
+        node) whose command runs a simulator. Hooks and git are workers too, but a hook
+        killed alone is a failed hook, reported and not run again (docs/delivery.md): a
+        kill meant for a CLI that found an ``after_done`` hook counted it missing."""
+        return [pid for pid in find_workers(self.node, home=self.root) if _simulator(pid)]
 
     def log_tail(self, size: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
@@ -290,3 +293,11 @@ class Site:
             runner.kill()
             runner.dismiss()
         self.store.close()
+
+
+def _simulator(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False  # gone meanwhile: nothing to kill
+    return b"lane_runner.providers.simulators." in command

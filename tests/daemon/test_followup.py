@@ -19,8 +19,9 @@ import pytest
 from journal import RetentionPolicy
 from lane_runner.board.model import Status
 from lane_runner.board.sql import SqlBoard
-from lane_runner.run import cleanup, workspace
+from lane_runner.run import cleanup, lanestate, workspace
 from lane_runner.run.executor import RunExecutor
+from lane_runner.service import recovery
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.harness import BOARD, Lane, git
@@ -137,5 +138,38 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     assert report.followed_up == [f"{BOARD}/{task.id}"]
     [said] = follow_up_comments(lane.board, task.id)
     assert said.startswith("pushed branch ")
+    assert len(lines(pushes)) == 1 and lines(hooked) == lines(pushes)
+    assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
+
+
+def test_a_result_recovery_finalized_before_its_state_said_so_is_still_followed_up(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """The runner dies after its pending record and before its lane state said
+    ``journaled`` (the crash campaign's find): recovery finalizes the record, so the task
+    is done through the state's own run, and the push and after_done are still owed.
+    Recovery keeps the state (it is not another run's result) and the sweep follows up."""
+    bare_remote(lane)
+    pushes = count_pushes(lane)
+    hooked = lane.root / "after_done.log"
+    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
+        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
+    }})
+    task = lane.add("dies between its pending record and its lane state")
+
+    def stop(*args: object) -> None:
+        raise Stop
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lanestate.LaneState, "journaled", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, claim(services, lane)).execute()
+    assert lane.board.get_task(task.id).status is Status.RUNNING
+
+    result = recovery.recover(services)
+    assert result.reconciled == []
+    assert lane.board.get_task(task.id).status is Status.DONE
+    report = cleanup.sweep(services, POLICY, time.time(), lambda: False)
+    assert report.followed_up == [f"{BOARD}/{task.id}"]
     assert len(lines(pushes)) == 1 and lines(hooked) == lines(pushes)
     assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
