@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from journal import RetentionPolicy
-from lane_runner.board.model import Status
+from lane_runner.board.model import Outcome, Status
 from lane_runner.board.sql import SqlBoard
 from lane_runner.run import cleanup, lanestate, workspace
 from lane_runner.run.executor import RunExecutor
@@ -142,13 +142,17 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("taken_up", [False, True], ids=["its-own", "an-earlier-runs"])
 def test_a_result_recovery_finalized_before_its_state_said_so_is_still_followed_up(
-    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    taken_up: bool,
 ) -> None:
     """The runner dies after its pending record and before its lane state said
     ``journaled`` (the crash campaign's find): recovery finalizes the record, so the task
-    is done through the state's own run, and the push and after_done are still owed.
-    Recovery keeps the state (it is not another run's result) and the sweep follows up."""
+    is done through the state's delivering run, and the push and after_done are still
+    owed. Recovery keeps the state (it is not another home's delivery) and the sweep
+    follows up. ``taken_up``: the delivering run took up an earlier run's result, whose
+    runner stopped after its commit (``accepted_run`` is that earlier run)."""
     bare_remote(lane)
     pushes = count_pushes(lane)
     hooked = lane.root / "after_done.log"
@@ -159,6 +163,14 @@ def test_a_result_recovery_finalized_before_its_state_said_so_is_still_followed_
 
     def stop(*args: object) -> None:
         raise Stop
+
+    if taken_up:
+        with monkeypatch.context() as patch:
+            patch.setattr(services.journal, "write_pending", stop)
+            with pytest.raises(Stop):
+                RunExecutor(services, claim(services, lane)).execute()
+        [run] = lane.board.runs(task.id)
+        lane.board.reclaim(run.id, "the runner restarted", Outcome.RECLAIMED)
 
     with monkeypatch.context() as patch:
         patch.setattr(lanestate.LaneState, "journaled", stop)
