@@ -18,11 +18,12 @@ from journal import RetentionPolicy
 from lane_runner.board.model import Status
 from lane_runner.cli import doctor
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from lane_runner.run import cleanup, followup, keeping, workspace
+from lane_runner.run import cleanup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service import diskuse, ledger
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
+from tests.daemon.test_push import bare_remote, done_before_its_follow_ups
 from tests.harness import BOARD, Lane, git
 
 DAY = 86400.0
@@ -139,19 +140,10 @@ class Stop(BaseException):
 def test_follow_ups_a_result_missed_are_run_by_the_sweep_then_the_branch_may_go(
     services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
-    remote = lane.root / "remote.git"
-    git("init", "-q", "--bare", str(remote), cwd=lane.root)
-    git("remote", "add", "origin", str(remote), cwd=lane.repo)
+    remote = bare_remote(lane)
     services.cfg = services.cfg.replace(push="on_done", delete_branches=True)
     task = lane.add("stopped before its push")
-
-    def stop(*args: object) -> None:
-        raise Stop
-
-    with monkeypatch.context() as patch:
-        patch.setattr(followup, "follow_up", stop)
-        with pytest.raises(Stop):
-            RunExecutor(services, claim(services, lane)).execute()
+    done_before_its_follow_ups(services, lane, monkeypatch)
     assert lane.board.get_task(task.id).status is Status.DONE
     assert lane.lane_state(task.id)["delivery"]["stage"] == "journaled"  # type: ignore[index]
     branch = workspace.branch_name(BOARD, task.id)

@@ -103,6 +103,18 @@ def test_a_kill_9_during_after_done_runs_it_again_with_its_key_and_nothing_else_
     assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
 
 
+def push_and_after_done_counted(services: Services, lane: Lane) -> tuple[Path, Path]:  # noqa: F811
+    """Push on done to a bare remote and an after_done hook, each recording its key: the
+    two logs."""
+    bare_remote(lane)
+    pushes = count_pushes(lane)
+    hooked = lane.root / "after_done.log"
+    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
+        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
+    }})
+    return pushes, hooked
+
+
 class Stop(BaseException):
     """The runner stopping dead at one point (what a kill -9 leaves, in process)."""
 
@@ -113,12 +125,7 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     """The runner dies after the board took the push comment and before its end was saved:
     the sweep finds the comment's key on the board and does not write it again, nor push
     again; after_done, which never began, runs once."""
-    bare_remote(lane)
-    pushes = count_pushes(lane)
-    hooked = lane.root / "after_done.log"
-    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
-        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
-    }})
+    pushes, hooked = push_and_after_done_counted(services, lane)
     task = lane.add("dies after its comment")
     original = SqlBoard.comment
 
@@ -153,12 +160,7 @@ def test_a_result_recovery_finalized_before_its_state_said_so_is_still_followed_
     owed. Recovery keeps the state (it is not another home's delivery) and the sweep
     follows up. ``taken_up``: the delivering run took up an earlier run's result, whose
     runner stopped after its commit (``accepted_run`` is that earlier run)."""
-    bare_remote(lane)
-    pushes = count_pushes(lane)
-    hooked = lane.root / "after_done.log"
-    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
-        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
-    }})
+    pushes, hooked = push_and_after_done_counted(services, lane)
     task = lane.add("dies between its pending record and its lane state")
 
     def stop(*args: object) -> None:
