@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.lane import git, make_repo
+from bench.lane import git, make_repo, toml_value
 from lane_runner.board.model import NewTask
 from lane_runner.board.postgres import PostgresStore
 from lane_runner.board.sql import SqlBoard
@@ -93,16 +93,6 @@ import: told ``["--home", H, "run"]`` it is the daemon's start (recovery include
 exactly as if just spawned; told nothing (its stdin closed) it ends."""
 STANDBYS = 2
 """Standbys kept per home: a restart after ``recover`` takes two."""
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a TOML basic string
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
 
 
 @dataclass(frozen=True)
