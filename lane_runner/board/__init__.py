@@ -27,7 +27,7 @@ def open_store(cfg: Config) -> Store:
         )
     if url.startswith(HERMES_SCHEME):
         # Imported here: hermes-agent is an optional extra.
-        from lane_runner.board.hermes import HermesStore
+        from lane_runner.board.hermes.store import HermesStore
 
         return HermesStore(
             url, failure_limit=cfg.failure_limit, boards=cfg.hermes_boards, wait_budget=budget

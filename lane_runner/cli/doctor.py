@@ -25,9 +25,10 @@ from urllib.parse import urlsplit
 
 from journal import LinuxFS
 from lane_runner import config, redact
-from lane_runner.board import hermes_home, open_store
+from lane_runner.board import open_store
 from lane_runner.board.base import BoardError
-from lane_runner.board.hermes import HermesStore
+from lane_runner.board.hermes import home as hermes_home
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.cli import login
 from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError

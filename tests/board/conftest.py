@@ -55,7 +55,7 @@ def _pgbouncer(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 
 
 def _hermes(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
-    from lane_runner.board.hermes import HermesStore
+    from lane_runner.board.hermes.store import HermesStore
 
     template: Path = request.getfixturevalue("hermes_template")
     home = hermes_backend.copy_home(template, request.getfixturevalue("tmp_path"))
