@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lane_runner import config
-from lane_runner.cli import doctor
+from lane_runner.cli import doctor_clis
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.providers import ADAPTERS, Classification, claude, codex, denied, run_attempt
@@ -158,6 +158,6 @@ def test_the_deny_list_is_spelled_as_people_type_it() -> None:
 def test_doctor_probes_codex_in_the_configured_sandbox_mode(tmp_path: Path) -> None:
     """``doctor`` has the real CLI parse the argv the runner would run: the configured
     mode's, not the default's."""
-    argv = doctor.runner_argv("codex", tmp_path / "codex", tmp_path, "read-only")
+    argv = doctor_clis.runner_argv("codex", tmp_path / "codex", tmp_path, "read-only")
     assert 'sandbox_mode="read-only"' in argv and BYPASS not in argv and argv[-1] == "--help"
-    assert BYPASS in doctor.runner_argv("codex", tmp_path / "codex", tmp_path)
+    assert BYPASS in doctor_clis.runner_argv("codex", tmp_path / "codex", tmp_path)
