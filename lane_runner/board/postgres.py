@@ -1,10 +1,10 @@
 """The shared board store: boards as rows in one PostgreSQL database (docs/ARCHITECTURE.md §5).
 
 Several runners, each in its own pod, work one board here. The transactions are
-``board/sql.py``'s; this module holds what is PostgreSQL's own: the schema, the
+``board/sql/``'s; this module holds what is PostgreSQL's own: the schema, the
 connection pool, the board's gate, run ids and change notification.
 
-Two locks, taken in this order (``board/sql.py`` says why): a task's row,
+Two locks, taken in this order (``board/sql/`` says why): a task's row,
 ``FOR NO KEY UPDATE`` (a claim's pick with ``SKIP LOCKED``, so runners claiming at
 once take different tasks instead of queueing on one), and the board's gate, an
 advisory lock on the board's name taken before a transition reads another task's
@@ -66,20 +66,17 @@ from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Outcome, Status
 from lane_runner.board.pg_transitions import GATE_STEP, SKIP_STEP, TRANSITIONS, PostgresBoard
-from lane_runner.board.sql import (
+from lane_runner.board.sql.board import SqlBoard
+from lane_runner.board.sql.dialect import BoardLock, Notify, Work, pyformat
+from lane_runner.board.sql.dialect import Connection as AnyConnection
+from lane_runner.board.sql.schema import (
     BUDGET_COLUMNS,
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
     USAGE_STEP,
-    BoardLock,
-    Notify,
-    SqlBoard,
-    Work,
-    pyformat,
     upgrade,
 )
-from lane_runner.board.sql import Connection as AnyConnection
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.names import check_name
 
@@ -633,7 +630,7 @@ class PostgresStore:
     goes through a pooler in transaction mode; then it listens on ``listen_url``
     (a direct address of the server) if one is given, and polls if not (as it does
     with a budget of one connection). ``server_transitions`` false runs claim,
-    heartbeat and completion through ``board/sql.py``, the reference, as SQLite does.
+    heartbeat and completion through ``board/sql/``, the reference, as SQLite does.
     """
 
     def __init__(

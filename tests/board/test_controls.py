@@ -13,7 +13,7 @@ from lane_runner.board.base import Board, Store
 from lane_runner.board.model import BlockKind, NewTask, Outcome, Status
 from lane_runner.board.postgres import MIGRATIONS as PG_MIGRATIONS
 from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import CONTROLS_STEP
+from lane_runner.board.sql.schema import CONTROLS_STEP
 from lane_runner.board.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.errors import UsageError

@@ -20,7 +20,7 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import CompleteOutcome, NewTask
 from lane_runner.board.pg_transitions import LANES
 from lane_runner.board.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
-from lane_runner.board.sql import upgrade
+from lane_runner.board.sql.schema import upgrade
 from lane_runner.config import load
 from lane_runner.errors import UsageError
 
