@@ -39,7 +39,7 @@ def open_store(cfg: Config) -> Store:
         )
     try:
         # Imported here: psycopg is an optional extra that SQLite users never install.
-        from lane_runner.board.postgres import PostgresStore
+        from lane_runner.board.postgres.store import PostgresStore
     except ImportError as error:
         if not (error.name or "").startswith("psycopg"):
             raise

@@ -10,7 +10,8 @@ import pytest
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
+from lane_runner.board.postgres.schema import SCHEMA_VERSION
+from lane_runner.board.postgres.store import PostgresStore
 from lane_runner.board.sql.dialect import pyformat
 from lane_runner.config import load
 
