@@ -20,6 +20,8 @@ from lane_runner.run import plan
 
 from .conftest import RequestFactory
 
+CLAUDE = claude.ADAPTER
+
 THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 BYPASS = "--dangerously-bypass-approvals-and-sandbox"
 
@@ -99,7 +101,7 @@ def test_claude_gets_every_denied_command_twice(make_request: RequestFactory) ->
     req = make_request("claude")
     argv = claude.argv(req, session_id=str(req.session_id), resume=False, schema_text="{}")
     flagged = argv[argv.index("--disallowedTools") + 1 : -2]
-    settings = json.loads(claude.settings_text())["permissions"]["deny"]
+    settings = json.loads(CLAUDE.settings_file())["permissions"]["deny"]
     for command in denied.DENIED_COMMANDS:
         rule = f"Bash({' '.join(command)} *)"
         assert rule in flagged and rule in settings
