@@ -21,7 +21,7 @@ import pytest
 from bench.lane import toml_value
 from journal import Journal
 from lane_runner.board.model import NewTask, Outcome, Run, Status, Task
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.home import Home
 from lane_runner.run.command import COMMAND_VARIABLE

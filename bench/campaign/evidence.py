@@ -16,7 +16,7 @@ import orjson
 from bench.campaign.site import BOARD, Site
 from bench.campaign.tally import Edge, Evidence, ResultCommit
 from lane_runner.board.model import Status
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.run.delivery import RUN_TRAILER, TASK_TRAILER
 from lane_runner.run.lanestate import path_for
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from bench.lane import git, make_repo, toml_value
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 

@@ -17,6 +17,7 @@ import pytest
 from journal import RetentionPolicy
 from lane_runner.board.model import Status
 from lane_runner.cli import doctor
+from lane_runner.cli.checks import Level
 from lane_runner.providers.simulators.play import OUTPUT_FILE
 from lane_runner.run import cleanup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
@@ -87,7 +88,7 @@ def test_a_worktree_holding_uncommitted_changes_is_kept_past_retention_and_named
     assert keeping.recorded(lane.home) == [keeping.Kept(f"{BOARD}/{done}", str(worktree), why)]
     [warned] = [c for c in doctor.home_checks(services.cfg, lane.home)
                 if c.name == "kept worktrees"]
-    assert warned.level is doctor.Level.WARN and f"{BOARD}/{done} at {worktree}" in warned.detail
+    assert warned.level is Level.WARN and f"{BOARD}/{done} at {worktree}" in warned.detail
 
     git("add", "scratch.txt", cwd=worktree)
     git("commit", "-qm", "kept by hand", cwd=worktree)

@@ -18,7 +18,7 @@ import pytest
 
 from journal import RetentionPolicy
 from lane_runner.board.model import Outcome, Status
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.run import cleanup, lanestate, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service import recovery
