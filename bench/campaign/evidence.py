@@ -27,7 +27,7 @@ _FORMAT = f"%H%x00%(trailers:key={TASK_TRAILER},valueonly,separator=)%x00" \
 
 def gather(site: Site) -> Evidence:
     tasks = {task.id: task.status.value for task in site.board.list_tasks()}
-    commits, vanished = result_commits(site.repo, _commit_times(site.logs.commits))
+    commits, vanished = result_commits(site.repo, _commit_times(site.repo))
     return Evidence(
         tasks=tasks,
         delivered=delivered(site.board, tasks, site.repo),
@@ -45,12 +45,21 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(errors="replace").splitlines() if path.exists() else []
 
 
-def _commit_times(path: Path) -> dict[str, float]:
-    """Commit → when the post-commit hook first saw it."""
+def _commit_times(repo: Path) -> dict[str, float]:
+    """Commit → when a task branch first moved to it, from the branches' reflogs (git
+    writes one line per move: ``old new ident seconds zone<TAB>message``). A commit a
+    later run left behind is there too. Seconds are whole: a commit is taken as made at
+    the end of its second (``tally`` compares CLI starts with it)."""
     times: dict[str, float] = {}
-    for line in _lines(path):
-        at, sha, *_ = line.split(" ")
-        times.setdefault(sha, float(at))
+    logs = repo / ".git" / "logs" / "refs" / "heads"
+    for path in sorted(logs.rglob("*")) if logs.is_dir() else []:
+        if not path.is_file():
+            continue
+        for line in _lines(path):
+            head, _, _ = line.partition("\t")
+            fields = head.split(" ")
+            if len(fields) >= 5 and fields[-2].isdigit():
+                times.setdefault(fields[1], float(fields[-2]) + 1.0)
     return times
 
 
@@ -105,9 +114,9 @@ def result_commits(
     repo: Path, made: dict[str, float]
 ) -> tuple[tuple[ResultCommit, ...], tuple[str, ...]]:
     """Every runner-made commit of the campaign's board: reachable from any ref or
-    worktree HEAD of the repository, or seen by the post-commit hook (a commit a later
-    run left behind); and the commits the hook saw that the repository no longer has
-    (a result gone: counted lost)."""
+    worktree HEAD of the repository, or in a branch's reflog (a commit a later run left
+    behind); and the commits a reflog names that the repository no longer has (a result
+    gone: counted lost)."""
     tips, _ = _commits_among(repo, _tips(repo))
     seen, vanished = _commits_among(repo, made)
     listed = (_trailers(repo, *tips) if tips else []) + _these(repo, seen)

@@ -7,13 +7,15 @@ it (so a kill cannot lose a record of something that happened):
 
 - ``cli.jsonl``: each simulated CLI run at its start, with its working directory (the
   task's worktree): ``LANE_RUNNER_SIM_STARTED_LOG``, which the simulators honour;
-- ``commits.log``: the repository's ``post-commit`` hook, for each commit carrying a
-  ``Lane-Task`` trailer (a runner-made result commit); it then sleeps a little, so
-  kills land between the commit and the runner's pending record;
-- ``pushes.log``: the repository's ``pre-push`` hook, for each push of a task's branch;
-- ``after_done.log``: the board's ``after_done`` hook, which then sleeps a little too.
+- ``pushes.log``: the bare remote's ``update`` hook, for each push of a task's branch
+  (the remote's own hooks run: the runner's git runs none of the pushing repository's,
+  docs/security.md);
+- ``after_done.log``: the board's ``after_done`` hook, which then sleeps a little.
 
-Each follow-up record carries ``LANE_DELIVERY_ID`` when the runner gives one.
+Each follow-up record carries ``LANE_DELIVERY_ID`` when the runner gives one. The result
+commits are read from the repository at the end: its refs and, for the commits a later
+run left behind, the task branches' reflogs, which git writes with every move of a
+branch (the runner's own git runs no hook a recorder could be).
 """
 
 from __future__ import annotations
@@ -37,8 +39,7 @@ from lane_runner.service.leftovers import find as find_workers
 
 BOARD = "campaign"
 HOOK_PAUSE = 0.15
-"""Seconds the post-commit and after_done hooks sleep after recording: the windows
-between a result's commit and its pending record, and inside its follow-ups."""
+"""Seconds the after_done hook sleeps after recording: a window inside the follow-ups."""
 CONFIG: dict[str, object] = {
     "simulate": True,
     "concurrency": 2,
@@ -54,14 +55,8 @@ CONFIG: dict[str, object] = {
     "gc_interval": 1.0,  # the cleanup pass runs the follow-ups a replayed result missed
     "push": "on_done",
 }
-POST_COMMIT = """#!/bin/sh
-case "$(git log -1 --format=%B)" in *"Lane-Task:"*) ;; *) exit 0 ;; esac
-printf '%s %s %s\\n' "$(date +%s.%N)" "$(git rev-parse HEAD)" "${{LANE_DELIVERY_ID:-}}" >> {log}
-sleep {pause}
-"""
-PRE_PUSH = """#!/bin/sh
-printf '%s %s %s\\n' "$(date +%s.%N)" "$(basename "$PWD")" "${{LANE_DELIVERY_ID:-}}" >> {log}
-cat > /dev/null
+UPDATE = """#!/bin/sh
+printf '%s %s %s\\n' "$(date +%s.%N)" "${{1##*/}}" "${{LANE_DELIVERY_ID:-}}" >> {log}
 """
 AFTER_DONE = (
     "printf '%s %s %s\\n' \"$(date +%s.%N)\" \"$LANE_TASK_ID\" \"${{LANE_DELIVERY_ID:-}}\" "
@@ -104,10 +99,6 @@ class Logs:
     @property
     def cli(self) -> Path:
         return self.root / "cli.jsonl"
-
-    @property
-    def commits(self) -> Path:
-        return self.root / "commits.log"
 
     @property
     def pushes(self) -> Path:
@@ -246,9 +237,7 @@ class Site:
         self.remote = self.root / "remote.git"
         git("init", "-q", "--bare", str(self.remote), cwd=self.root)
         git("remote", "add", "origin", str(self.remote), cwd=self.repo)
-        self._hook("post-commit", POST_COMMIT.format(
-            log=shlex.quote(str(self.logs.commits)), pause=HOOK_PAUSE))
-        self._hook("pre-push", PRE_PUSH.format(log=shlex.quote(str(self.logs.pushes))))
+        self._hook(self.remote, "update", UPDATE.format(log=shlex.quote(str(self.logs.pushes))))
         self.store = PostgresStore(self.url)
         self.store.create_board(BOARD)
         after_done = AFTER_DONE.format(log=shlex.quote(str(self.logs.after_done)), pause=HOOK_PAUSE)
@@ -258,8 +247,9 @@ class Site:
             runner.write_config(config)
             self.runners.append(runner)
 
-    def _hook(self, name: str, script: str) -> None:
-        path = self.repo / ".git" / "hooks" / name
+    @staticmethod
+    def _hook(git_dir: Path, name: str, script: str) -> None:
+        path = git_dir / "hooks" / name
         path.write_text(script)
         path.chmod(0o755)
 

@@ -4,7 +4,7 @@ counting rules are unit-tested on hand-made evidence.
 
 - ``lost``: an accepted result (a runner-made commit's ``Lane-Task``/``Lane-Run``, or a
   home's lane state ``delivery``) that is not the result the board shows for its task;
-  and a result commit the post-commit hook saw made that the repository no longer has;
+  and a result commit a branch's reflog names that the repository no longer has;
 - ``duplicate_commits``: more than one runner-made commit for one task (each past the
   first counts);
 - ``second_runs``: CLI runs of a task that started after its first result commit;
@@ -42,7 +42,8 @@ class ResultCommit:
     task: str
     run: int
     made_at: float | None
-    """When the post-commit hook saw it; None for one found only in the repository."""
+    """When a task branch first moved to it (its reflog); None for one found only by
+    the repository's refs."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Evidence:
     after_done: tuple[Edge, ...] = ()
     processes_left: tuple[str, ...] = ()
     vanished: tuple[str, ...] = ()
-    """Commits the post-commit hook saw made that the repository does not have."""
+    """Commits a branch's reflog names that the repository does not have."""
 
 
 @dataclass(frozen=True)

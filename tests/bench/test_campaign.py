@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.campaign.drive import Plan
-from bench.campaign.evidence import ours, result_commits
+from bench.campaign.evidence import _commit_times, ours, result_commits
 from bench.campaign.schedule import HOMES, MAX_DELAY, schedule, task_body
 from bench.campaign.site import BOARD
 from bench.campaign.tally import Edge, Evidence, ResultCommit, count
@@ -189,3 +189,23 @@ def test_the_repository_is_read_past_a_worktree_whose_head_names_no_object(
     commits, vanished = result_commits(repo, {made: 1.0, gone: 2.0})
     assert [(c.sha, c.task, c.run, c.made_at) for c in commits] == [(made, "t-1", 3, 1.0)]
     assert vanished == (gone,)
+
+
+def test_a_result_commit_a_later_run_left_behind_is_found_by_its_branch_reflog(
+    tmp_path: Path,
+) -> None:
+    """The runner's git runs no hook a recorder could be: the campaign finds every result
+    commit from the repository, one no ref reaches any more by the branch's reflog."""
+    repo = tmp_path / "repo"
+    git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    git("checkout", "-q", "-b", f"lane/{BOARD}/t-1", cwd=repo)
+    message = f"result\n\nLane-Task: {BOARD}/t-1\nLane-Run: 2\n"
+    git("commit", "-q", "--allow-empty", "-m", message, cwd=repo)
+    made = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    git("reset", "-q", "--hard", "HEAD~1", cwd=repo)  # no ref reaches it now
+    commits, vanished = result_commits(repo, _commit_times(repo))
+    [found] = commits
+    assert (found.sha, found.task, found.run, vanished) == (made, "t-1", 2, ())
+    assert found.made_at is not None
