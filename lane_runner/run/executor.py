@@ -1095,7 +1095,7 @@ class RunExecutor:
         except NotFound:
             earlier = None
         if earlier is not None and earlier.outcome is Outcome.COMPLETED:
-            self.state.delivery = None
+            self.state.delivered_elsewhere()
             return False
         return True
 
@@ -1111,7 +1111,7 @@ class RunExecutor:
         )
         if found is None:
             return False
-        self.state.delivery = found.delivery()
+        self.state.accept(found.carried.result, found.carried.metadata, found.run_id)
         self.state.base = found.carried.base  # the event's diff starts where that run's did
         return True
 
@@ -1124,7 +1124,7 @@ class RunExecutor:
             f"run {earlier}'s accepted result had not reached the journal when its runner "
             "stopped; this run delivers it (its commit is not made twice, its CLI not run again)"
         )
-        self.state.delivery = {**self.state.delivery, "run": self.run.id}
+        self.state.redeliver()
         self._save_state()
         return self._deliver()
 
