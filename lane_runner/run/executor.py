@@ -35,22 +35,22 @@ from lane_runner.providers import (
     worker_environment,
 )
 from lane_runner.router import Route, RoutingError, health
-from lane_runner.router.judge import structural_verdict
 from lane_runner.run import (
     branchhead,
     budget,
     command,
-    cycling,
     decide,
     delivery,
     fit,
     followup,
     git,
     hooks,
+    judging,
     lanestate,
     plan,
     undelivered,
     usage_note,
+    waits,
     workspace,
 )
 from lane_runner.run import context as contexts
@@ -63,9 +63,6 @@ T = TypeVar("T")
 #: The least wait between two tries of a run's ending on an unavailable board; the
 #: board's rest (``service/resting.py``) usually sets a longer one.
 RETRY_PAUSE = 0.5
-#: Steps that move away from a provider without capacity: when every provider is under
-#: a usage limit with a known reset, the run waits for the reset instead.
-WAITS_FOR_CAPACITY = frozenset({decide.Step.FALLBACK, decide.Step.COOLDOWN})
 
 
 def goal_words(turn: int, goal_turns: int) -> str:
@@ -284,7 +281,7 @@ class RunExecutor:
                 return self._budget_spent(
                     budget.spent_reason(self.over_budget, decision.step is decide.Step.ACCEPT)
                 )
-            wait = self._limit_wait() if decision.step in WAITS_FOR_CAPACITY else None
+            wait = self._limit_wait() if decide.waits_for_capacity(decision.step) else None
             if wait is not None:
                 return self._park(*wait)
             log.info(
@@ -373,10 +370,9 @@ class RunExecutor:
         self.state.progressed()
         self.state.failed(decision.reason)
         self._save_state_if_possible()
-        wait = self._backoff() if decision.count_failure else None
-        reason = redact.shown(self._waiting(decision.reason, wait))
-        # A run out of its runtime says the task is long, not that the provider is broken.
-        if decision.count_failure and classification != Classification.TIMED_OUT.value:
+        plan = waits.retry(decision, Classification(classification), self._backoff())
+        reason = redact.shown(plan.reason)
+        if plan.filed:
             self._file_failure(
                 breaker.scope(breaker.PROVIDER, route.provider), None, classification,
                 decision.reason,
@@ -386,28 +382,19 @@ class RunExecutor:
             reason,
             "reclaim",
             lambda: self.board.reclaim(
-                self.run.id, reason, outcome, count_failure=decision.count_failure, cooldown=wait
+                self.run.id, reason, outcome, count_failure=decision.count_failure,
+                cooldown=plan.wait,
             ),
             route.provider,
         )
 
     def _backoff(self) -> float | None:
-        """Seconds before the task may be claimed again after this counted failure: doubling
-        with its failures, capped (``failure_backoff_base``, ``failure_backoff_max``). A task
-        that fails at once must not spend its whole budget in seconds, before anything
-        that broke around it (a tool, a credential, a network) could come back."""
+        """The wait after this counted failure (``waits.backoff``)."""
         cfg = self.s.cfg
-        if not cfg.failure_backoff_base:
-            return None
-        failures = self.task.failure_count + 1
-        limit = rules.failure_limit_of(self.task.max_retries, cfg.failure_limit)
-        if rules.gives_up(failures, limit):
-            return None  # this failure blocks the task gave_up: no next attempt to promise
-        return rules.cooldown(failures, cfg.failure_backoff_base, cfg.failure_backoff_max)
-
-    @staticmethod
-    def _waiting(reason: str, wait: float | None) -> str:
-        return reason if not wait else f"{reason} (next attempt in {wait:.0f} s)"
+        return waits.backoff(
+            self.task.failure_count, self.task.max_retries, cfg.failure_limit,
+            cfg.failure_backoff_base, cfg.failure_backoff_max,
+        )
 
     def _file_failure(
         self, where: str, wider: str | None, classification: str, reason: str
@@ -829,7 +816,7 @@ class RunExecutor:
             self.state.goal_turn -= 1
             self.turn_begun = False
         self._save_state_if_possible()
-        seconds = max(0.0, until - clock.now())
+        seconds = waits.park(until, clock.now())
         self._note(f"{why}; the task waits until then")
         return self._requeue(why, why, seconds)
 
@@ -906,48 +893,36 @@ class RunExecutor:
         """Every completed answer passes the structural check (no blockers, a summary that
         claims no unfinished work); in goal mode the configured judge has the last word."""
         result = attempt.structured
-        if result is None or result["status"] != "completed":
+        look = judging.first_look(result, self.task.goal_turns)
+        if result is None or look is None:
             return False, ""
-        verdict, judge = structural_verdict(result), "structural"
-        if verdict.accepted and self.task.goal_turns > 1:
+        verdict, judge = look.verdict, "structural"
+        if look.asks_judge:
             judge = self.s.cfg.judge or "structural"
+            said = judging.context(
+                task_context, turn, self.task.goal_turns, self.state.goal_rejections
+            )
             try:
-                verdict = self.s.judge.judge(self._judge_context(task_context, turn), result)
+                verdict = self.s.judge.judge(said, result)
             except RoutingError as error:
                 log.warning("judge unavailable (%s); falling back to the structural judge", error)
                 judge = "structural"
-        self.verdict = {"judge": judge, "accepted": verdict.accepted, "reason": verdict.reason}
+        self.verdict = judging.record(judge, verdict)
         return verdict.accepted, verdict.reason
 
-    def _judge_context(self, task_context: str, turn: int) -> str:
-        """What the judge reads: the task, and where the goal stands (turn and rejections)."""
-        rejections = self.state.goal_rejections
-        if turn <= 1 and not rejections:
-            return task_context
-        earlier = "\n".join(f"- {reason}" for reason in rejections) or "- (none recorded)"
-        return (
-            f"{task_context}\n\n## Goal so far\nThis is turn {turn} of at most "
-            f"{self.task.goal_turns}. Earlier turns were not accepted because:\n{earlier}"
-        )
-
     def _record_health(self, provider: str, attempt: Attempt) -> None:
-        directory = self.s.home.provider_health
-        limit, now = attempt.limit, clock.now()
-        if (
-            attempt.classification is Classification.CAPACITY
-            and limit is not None
-            and limit.resets_at is not None
-            and limit.resets_at > now
-        ):
-            health.record_limit(directory, provider, limit.words, limit.resets_at, now)
-            self._note(f"{provider}: {limit.words}")
-        elif attempt.classification is Classification.CAPACITY:
-            health.record_failure(directory, provider, "capacity", attempt.reason)
-        elif attempt.classification is Classification.AUTH:
-            health.record_failure(directory, provider, "auth", attempt.reason)
-        elif attempt.classification is Classification.MISCONFIGURED:
-            health.record_failure(directory, provider, "misconfigured", attempt.reason)
-        elif attempt.classification is Classification.OK:
+        """Carry out ``decide.health_after``: the provider's health file, and a comment for a
+        usage limit."""
+        directory, now = self.s.home.provider_health, clock.now()
+        note = decide.health_after(attempt.classification, attempt.reason, attempt.limit, now)
+        if note is None:
+            return
+        if note.said is decide.Said.LIMIT:
+            health.record_limit(directory, provider, note.words, note.resets_at, now)
+            self._note(f"{provider}: {note.words}")
+        elif note.said is decide.Said.FAILURE:
+            health.record_failure(directory, provider, note.kind, note.words)
+        else:
             health.record_success(directory, provider)
             self.s.breaker.succeeded(breaker.scope(breaker.PROVIDER, provider))
 
@@ -1061,7 +1036,7 @@ class RunExecutor:
         self._save_state_if_possible()
         wait = self._backoff()
         self._file_failure(*self._workspace_scopes(), f"hook {ran.hook}", told)
-        reason = self._waiting(told, wait)
+        reason = waits.waiting(told, wait)
         return self._end(
             RunEnd.RETRY,
             reason,
@@ -1205,26 +1180,20 @@ class RunExecutor:
         row (``cycling``). A goal turn that could not run is not spent."""
         reason = redact.shown(reason)  # a routing error may quote the router's URL
         self.state.cooled_down(cause, reason, time.time())
-        if cause == Classification.STALLED.value:
-            self.state.failed(reason)  # the next run is told: a command it ran may hang
-        verdict = cycling.after_cooldown(
-            self.state.cooldowns, self.state.cycles, self.s.cfg.cooldown_limit
+        cfg = self.s.cfg
+        plan = waits.cooldown(
+            cause, reason, self.state.cooldowns, self.state.cycles, cfg.cooldown_limit,
+            cfg.cooldown_base, cfg.cooldown_max,
         )
-        if verdict.block:
-            assert verdict.kind is not None
-            return self._block(verdict.reason, verdict.kind)
+        if plan.tells_next_run:
+            self.state.failed(reason)
+        if plan.block.block:
+            assert plan.block.kind is not None
+            return self._block(plan.block.reason, plan.block.kind)
         if self.turn_begun:
             self.state.goal_turn -= 1
         self._save_state_if_possible()
-        # The wait doubles with each cooldown in a row, whatever its cause.
-        seconds = rules.cooldown(
-            self.state.cooldowns, self.s.cfg.cooldown_base, self.s.cfg.cooldown_max
-        )
-        return self._requeue(
-            f"{reason} (next attempt in {seconds:.0f} s)",
-            f"{cause}: {reason}",  # the run says why it waits: capacity, router unreachable
-            seconds,
-        )
+        return self._requeue(plan.reason, plan.board_reason, plan.seconds)
 
     def _requeue(self, reason: str, board_reason: str, seconds: float) -> RunReport:
         """Back to ready, uncounted, claimable again after ``seconds``."""
