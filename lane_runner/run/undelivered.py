@@ -4,7 +4,7 @@
 A runner killed between its result commit and its journal's pending record leaves
 the result in two places: its home's lane state (``delivery`` stage ``accepted``)
 and the commit itself, which carries it (``delivery.Carried``). The lane state
-serves a restart of that home (``RunExecutor._redeliver``). The commit serves every
+serves a restart of that home (``Accepted.redeliver``, ``run/accepted.py``). The commit serves every
 runner of the board: another home that claims the task next (its run reclaimed by
 ``recover``, or its lease expired when the home never came back) finds the commit
 on the task's branch and delivers it as its own run's result, without a CLI run and
