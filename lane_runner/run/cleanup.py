@@ -54,6 +54,7 @@ from lane_runner.run import (
     undelivered,
     workspace,
 )
+from lane_runner.run.stage import Stage
 from lane_runner.service import usage_share
 from lane_runner.service.services import Services
 
@@ -199,13 +200,19 @@ class Tidy:
         return (
             accepted is not None
             and accepted["run"] == self.task.completed_run_id
-            and accepted["stage"] != "followed"
+            and self.state is not None
+            and self.state.stage() is not Stage.FOLLOWED
         )
 
     def _follow_up(self) -> None:
         assert self.state is not None and self.task.completed_run_id is not None
         delivered = self._delivered()
         state = self.state
+        if state.stage() is Stage.ACCEPTED:
+            # The board completed this very run, which only its pending record does: the
+            # result was journaled, and the runner stopped before its lane state said so.
+            assert state.delivery is not None
+            state.journaled(state.delivery["metadata"])
 
         def save() -> None:
             document = Document(journal_names.lane_state(self.task.id), state.to_document())

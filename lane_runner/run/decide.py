@@ -12,7 +12,9 @@ from typing import Any, assert_never
 
 from lane_runner.board.model import BlockKind, Outcome
 from lane_runner.providers.model import Classification
+from lane_runner.providers.usage import LimitNotice
 from lane_runner.router.errors import Cause, RoutingError
+from lane_runner.router.health import FailureKind
 
 
 class Step(StrEnum):
@@ -23,6 +25,11 @@ class Step(StrEnum):
     BLOCK = "block"  # a person must look: blocked with a kind
     RETRY = "retry"  # a failure: back to ready (counted; the board gives up at the limit)
     ABANDON = "abandon"  # the run is not ours to finish (lease lost, shutting down)
+
+
+#: Steps that move away from a provider without capacity: when every provider is under
+#: a usage limit with a known reset, the run waits for the reset instead.
+WAITS_FOR_CAPACITY = frozenset({Step.FALLBACK, Step.COOLDOWN})
 
 
 @dataclass(frozen=True)
@@ -149,3 +156,50 @@ def _judge_result(
     return Decision(
         Step.BLOCK, f"not done after {turn} turn(s){stop}: {why}", kind=BlockKind.NEEDS_INPUT
     )
+
+
+def waits_for_capacity(step: Step) -> bool:
+    """Whether ``step`` is one a usage limit with a known reset turns into a wait for it."""
+    return step in WAITS_FOR_CAPACITY
+
+
+class Said(StrEnum):
+    """What an attempt says of its provider, for provider health (``router/health.py``)."""
+
+    LIMIT = "limit"  # a usage limit whose reset is still ahead: avoided until then, commented
+    FAILURE = "failure"  # capacity, auth or misconfigured: avoided while the failure is fresh
+    SUCCESS = "success"  # it answered: usable, and the storm breaker's provider scope recovers
+
+
+@dataclass(frozen=True)
+class HealthNote:
+    said: Said
+    words: str = ""  # LIMIT: the CLI's words; FAILURE: the attempt's reason
+    kind: FailureKind = "capacity"  # FAILURE: what it is recorded as
+    resets_at: float = 0.0  # LIMIT: when the CLI said the limit resets
+
+
+def health_after(
+    classification: Classification, reason: str, limit: LimitNotice | None, now: float
+) -> HealthNote | None:
+    """What one attempt's ending says of its provider's health; None: nothing (a task's
+    own failure, a stall, a timeout say nothing of the provider). A capacity failure
+    whose CLI named a reset still ahead is a limit until then, not a plain failure."""
+    match classification:
+        case Classification.CAPACITY if (
+            limit is not None and limit.resets_at is not None and limit.resets_at > now
+        ):
+            return HealthNote(Said.LIMIT, limit.words, resets_at=limit.resets_at)
+        case Classification.OK:
+            return HealthNote(Said.SUCCESS)
+        case _ if classification in _FAILURES:
+            return HealthNote(Said.FAILURE, reason, kind=_FAILURES[classification])
+        case _:
+            return None
+
+
+_FAILURES: dict[Classification, FailureKind] = {
+    Classification.CAPACITY: "capacity",
+    Classification.AUTH: "auth",
+    Classification.MISCONFIGURED: "misconfigured",
+}

@@ -24,6 +24,8 @@ import schemas
 from journal import names as journal_names
 from lane_runner import files
 from lane_runner.run import cycling
+from lane_runner.run import stage as stages
+from lane_runner.run.stage import Move, Stage
 
 log = logging.getLogger(__name__)
 
@@ -109,37 +111,57 @@ class LaneState:
         if run_id != self.run_id:
             self.run_id = run_id
             self.route = None
-            if self.delivery is not None and self.delivery["stage"] != "accepted":
-                self.delivery = None  # that result reached the journal: this run's is new
+            if self.stage() not in (None, Stage.ACCEPTED):
+                self._move(Move.CLEAR)  # that result reached the journal: this run's is new
 
-    def accept(self, result: dict[str, Any], metadata: dict[str, Any]) -> None:
-        """The run's result is accepted: kept here before its commit is made (``delivery``)."""
-        self.delivery = {
-            "run": self.run_id,
-            "accepted_run": self.run_id,
-            "stage": "accepted",
-            "result": result,
-            "metadata": metadata,
-        }
+    def stage(self) -> Stage | None:
+        """Where the accepted result the state holds stands (None: it holds none)."""
+        return stages.of(None if self.delivery is None else self.delivery["stage"])
+
+    def accept(
+        self, result: dict[str, Any], metadata: dict[str, Any], accepted_run: int | None = None
+    ) -> None:
+        """A result is accepted: kept here before its commit is made (``delivery``). Of this
+        run, or of ``accepted_run``, whose commit on the task's branch carries it
+        (``run/undelivered.py``): that run delivers it until another takes it up."""
+        answering = self.run_id if accepted_run is None else accepted_run
+        self._move(Move.ACCEPT, run=answering, accepted_run=answering, result=result,
+                   metadata=metadata)
 
     def redeliverable(self) -> bool:
         """An earlier run's accepted result that never reached the journal (a crash came
         between its commit and its pending record): this run delivers it."""
         return (
-            self.delivery is not None
-            and self.delivery["stage"] == "accepted"
+            self.stage() is Stage.ACCEPTED
+            and self.delivery is not None
             and self.delivery["run"] != self.run_id
         )
 
+    def redeliver(self) -> None:
+        """This run takes the earlier run's accepted result up, to deliver it as its own."""
+        self._move(Move.REDELIVER, run=self.run_id)
+
     def journaled(self, metadata: dict[str, Any]) -> None:
         """The accepted result's pending record is durable, with what was committed."""
-        assert self.delivery is not None
-        self.delivery = {**self.delivery, "stage": "journaled", "metadata": metadata}
+        self._move(Move.JOURNAL, metadata=metadata)
 
     def followed(self) -> None:
         """The board took the result, and the push and the after_done hook have run."""
-        assert self.delivery is not None
-        self.delivery = {**self.delivery, "stage": "followed"}
+        self._move(Move.FOLLOW)
+
+    def delivered_elsewhere(self) -> None:
+        """The board completed the task through another run: nothing is left to deliver."""
+        self._move(Move.CLEAR)
+
+    def _move(self, move: Move, **changes: Any) -> None:
+        """The one way ``delivery`` changes: the stage table (``run/stage.py``) says whether
+        ``move`` is legal from here, and where it leads."""
+        to = stages.after(self.stage(), move)
+        if to is None:
+            self.delivery = None
+            return
+        kept = {} if move is Move.ACCEPT else dict(self.delivery or {})
+        self.delivery = {**kept, **changes, "stage": to.value}
 
     def delivery_id(self) -> str:
         """``LANE_DELIVERY_ID``: the same for every try of one accepted result's follow-ups,

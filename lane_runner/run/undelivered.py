@@ -4,7 +4,7 @@
 A runner killed between its result commit and its journal's pending record leaves
 the result in two places: its home's lane state (``delivery`` stage ``accepted``)
 and the commit itself, which carries it (``delivery.Carried``). The lane state
-serves a restart of that home (``RunExecutor._redeliver``). The commit serves every
+serves a restart of that home (``Accepted.redeliver``, ``run/accepted.py``). The commit serves every
 runner of the board: another home that claims the task next (its run reclaimed by
 ``recover``, or its lease expired when the home never came back) finds the commit
 on the task's branch and delivers it as its own run's result, without a CLI run and
@@ -21,7 +21,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import schemas
 from journal import Document, Journal
@@ -30,6 +29,7 @@ from lane_runner.board.base import Board
 from lane_runner.board.model import Outcome, Run
 from lane_runner.errors import NotFound
 from lane_runner.run import branchhead, delivery, git, lanestate, workspace
+from lane_runner.run.stage import Stage
 
 log = logging.getLogger(__name__)
 RESULT_SCHEMA = "worker-result.schema.json"
@@ -74,16 +74,6 @@ class Found:
     run_id: int
     commit: str
     carried: delivery.Carried
-
-    def delivery(self) -> dict[str, Any]:
-        """The lane state's ``delivery`` of it, as its own run kept it (stage ``accepted``)."""
-        return {
-            "run": self.run_id,
-            "accepted_run": self.run_id,
-            "stage": "accepted",
-            "result": self.carried.result,
-            "metadata": self.carried.metadata,
-        }
 
 
 def on_branch(
@@ -161,8 +151,9 @@ def reconcile(
     cleared: list[Reconciled] = []
     for task_id in _with_states(lanes_dir) if task_ids is None else task_ids:
         state = lanestate.saved(lanes_dir, slug, task_id)
-        if state is None or state.delivery is None or state.delivery["stage"] != "accepted":
+        if state is None or state.stage() is not Stage.ACCEPTED:
             continue
+        assert state.delivery is not None
         accepted = state.delivery["accepted_run"]
         try:
             by = superseded_by(accepted, board.runs(task_id))
@@ -170,7 +161,7 @@ def reconcile(
             continue  # a task the board no longer has: its state goes with cleanup
         if by is None or by == state.delivery["run"]:
             continue
-        state.delivery = None
+        state.delivered_elsewhere()
         name = journal_names.lane_state(task_id)
         try:
             journal.write_documents(slug, [Document(name, state.to_document())])
@@ -219,10 +210,11 @@ def commit_kept(
     delivers or blocks as before.
     """
     state = lanestate.saved(lanes_dir, slug, run.task_id)
-    if state is None or state.delivery is None or not worktree.is_dir():
+    if state is None or state.stage() is not Stage.ACCEPTED or not worktree.is_dir():
         return None
     accepted = state.delivery
-    if accepted["stage"] != "accepted" or accepted["run"] != run.id:
+    assert accepted is not None
+    if accepted["run"] != run.id:
         return None
     branch = _checked_out(worktree, owner) or workspace.branch_name(slug, run.task_id)
     route = accepted["metadata"]["route"]

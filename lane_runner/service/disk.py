@@ -7,7 +7,7 @@ worst, so the daemon claims nothing while either filesystem has less than
 ``min_free_disk_mb`` free, and ``status`` says which and how much. Running work
 goes on: it may be what frees the space (a run that ends lets its worktree go). The
 daemon knows a repository once it has claimed a task of it; a run measures its own
-before it starts (``run/executor.py``), so the first task of a full one goes back
+before it starts (``run/workplace.py``), so the first task of a full one goes back
 to ready, uncounted, instead of failing half-way.
 Reading fails open: a path that cannot be measured (gone, no permission) holds
 nothing, and is logged.

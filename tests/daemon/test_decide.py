@@ -8,7 +8,15 @@ import pytest
 
 from lane_runner.board.model import BlockKind, Outcome
 from lane_runner.providers import Classification
-from lane_runner.run.decide import Step, after_attempt
+from lane_runner.providers.usage import LimitNotice
+from lane_runner.run.decide import (
+    HealthNote,
+    Said,
+    Step,
+    after_attempt,
+    health_after,
+    waits_for_capacity,
+)
 
 
 def result(
@@ -132,3 +140,49 @@ def test_a_request_the_model_api_refuses_blocks_with_its_words() -> None:
     assert decision.step is Step.BLOCK and decision.kind is BlockKind.CAPABILITY
     assert decision.reason == "the model API refused the task: why"
     assert not decision.count_failure
+
+
+@pytest.mark.parametrize(
+    ("step", "waits"),
+    [(Step.FALLBACK, True), (Step.COOLDOWN, True), (Step.RETRY, False), (Step.BLOCK, False),
+     (Step.CONTINUE, False), (Step.ACCEPT, False), (Step.ABANDON, False)],
+)
+def test_only_moving_away_from_a_provider_waits_for_a_usage_limit(step: Step, waits: bool) -> None:
+    """A task's own failure or block must not park it behind a usage limit."""
+    assert waits_for_capacity(step) is waits
+
+
+def test_a_usage_limit_with_a_reset_ahead_is_a_limit_until_then() -> None:
+    notice = LimitNotice("You've hit your usage limit", resets_at=200.0)
+    note = health_after(Classification.CAPACITY, "capacity", notice, now=100.0)
+    assert note == HealthNote(Said.LIMIT, "You've hit your usage limit", resets_at=200.0)
+
+
+@pytest.mark.parametrize("resets_at", [None, 100.0, 50.0])
+def test_a_limit_without_a_reset_ahead_is_a_capacity_failure(resets_at: float | None) -> None:
+    notice = LimitNotice("usage limit", resets_at=resets_at)
+    note = health_after(Classification.CAPACITY, "out of credit", notice, now=100.0)
+    assert note == HealthNote(Said.FAILURE, "out of credit", kind="capacity")
+
+
+@pytest.mark.parametrize(
+    ("classification", "said", "kind"),
+    [("auth", Said.FAILURE, "auth"), ("misconfigured", Said.FAILURE, "misconfigured"),
+     ("ok", Said.SUCCESS, None)],
+)
+def test_what_an_attempt_says_of_its_provider(
+    classification: str, said: Said, kind: str | None
+) -> None:
+    note = health_after(Classification(classification), "why", None, now=0.0)
+    assert note is not None and note.said is said
+    if kind is not None:
+        assert (note.kind, note.words) == (kind, "why")
+
+
+@pytest.mark.parametrize(
+    "classification",
+    ["stalled", "timed_out", "failed", "refused", "session_missing", "cancelled", "unusable"],
+)
+def test_the_tasks_own_trouble_says_nothing_of_the_provider(classification: str) -> None:
+    """A stall or a crash must not mark a provider unavailable for every other task."""
+    assert health_after(Classification(classification), "why", None, now=0.0) is None

@@ -117,7 +117,7 @@ def test_a_give_up_promises_no_next_attempt_and_one_turn_is_no_goal_turn(
         title="crashes once", body="[sim:crash]", assignee="cli-codex-low",
         workspace=str(lane.repo), max_retries=0,
     ))
-    with caplog.at_level(logging.INFO, logger="lane_runner.run.executor"):
+    with caplog.at_level(logging.INFO, logger="lane_runner.run.goal"):
         RunExecutor(services, claim(services, lane)).execute()
     gave_up = lane.board.get_task(task.id)
     assert gave_up.status is Status.BLOCKED and gave_up.block_kind.value == "gave_up"

@@ -5,7 +5,7 @@ Before the wait budget (lane_runner/board/retry.py) and resting boards
 (lane_runner/service/resting.py), each write to a locked SQLite board waited
 37 s, on the daemon's loop and inside the supervisor's pipe loop (heartbeats):
 the other boards were starved and the running CLI's output was not read.
-Before the executor retried a run's ending (``RunExecutor._until_landed``), a
+Before the executor retried a run's ending (``Lease.until_landed``), a
 board locked for two seconds when runs ended left them ``running`` with no slot
 behind them until their leases ran out (issue 26, finding 4).
 """
