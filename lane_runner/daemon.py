@@ -30,14 +30,13 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BoardPause, Claim, Outcome
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.run import budget, cleanup, command
+from lane_runner.run import cleanup, command
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
     breaker,
     config_watch,
     disk,
-    ledger,
     logs,
     memory,
     metrics,
@@ -48,12 +47,12 @@ from lane_runner.service import (
     stopping,
     stuck,
     usable,
-    usage_share,
 )
 from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
 from lane_runner.service.services import build, preflight
+from lane_runner.usage import budget, ledger, share
 
 log = logging.getLogger(__name__)
 
@@ -416,7 +415,7 @@ class Daemon:
         now = clock.now()
         try:
             with self.services.resting.use(slug):
-                shared = usage_share.on_board(
+                shared = share.on_board(
                     self.services.store.board(slug), since_day=ledger.day_of(now)
                 )
         except BoardUnavailable as error:

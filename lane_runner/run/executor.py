@@ -38,7 +38,6 @@ from lane_runner.router import Route, RoutingError, health
 from lane_runner.router.judge import structural_verdict
 from lane_runner.run import (
     branchhead,
-    budget,
     command,
     cycling,
     decide,
@@ -54,8 +53,9 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run import context as contexts
-from lane_runner.service import breaker, disk, ledger, leftovers, logs, metrics, usage_share
+from lane_runner.service import breaker, disk, leftovers, logs, metrics
 from lane_runner.service.services import Services
+from lane_runner.usage import budget, ledger, share
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
@@ -777,11 +777,11 @@ class RunExecutor:
         task = whole_task or limits.max_cost_usd is not None or limits.max_tokens is not None
         try:
             with self.s.resting.use(self.task.board):
-                usage_share.send(self.board, self.s.ledger)
+                share.send(self.board, self.s.ledger)
                 today = ledger.day_of(clock.now())
                 self.on_board = ledger.merged(
-                    usage_share.on_board(self.board, task_id=self.task.id) if task else [],
-                    usage_share.on_board(self.board, since_day=today)
+                    share.on_board(self.board, task_id=self.task.id) if task else [],
+                    share.on_board(self.board, since_day=today)
                     if limits.daily_usd is not None else [],
                 )
         except BoardUnavailable as error:

@@ -20,8 +20,9 @@ from lane_runner.cli import doctor
 from lane_runner.providers.simulators.play import OUTPUT_FILE
 from lane_runner.run import cleanup, followup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
-from lane_runner.service import diskuse, ledger
+from lane_runner.service import diskuse
 from lane_runner.service.services import Services
+from lane_runner.usage import ledger
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.harness import BOARD, Lane, git
 

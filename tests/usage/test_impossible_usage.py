@@ -12,7 +12,7 @@ from lane_runner.providers import claude, codex
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.usage import MAX_TOKENS, tokens
 from lane_runner.run.usage_note import Unknown
-from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.usage.ledger import Attempt, Ledger
 
 #: As codex writes it on its stream; orjson (the adapters' reader) reads it as a float.
 HUGE = b'{"type": "turn.completed", "usage": {"input_tokens": 1180591620717411303424, ' \

@@ -11,8 +11,8 @@ import pytest
 from lane_runner.providers import claude, codex
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.usage import UsageReport, tokens
-from lane_runner.service import ledger
-from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.usage import ledger
+from lane_runner.usage.ledger import Attempt, Ledger
 
 PRICES = {"gpt-5": {"input": 1.0, "cached_input": 0.5, "output": 10.0}}
 

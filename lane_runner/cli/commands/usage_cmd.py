@@ -23,7 +23,7 @@ from lane_runner.cli.output import print_json, print_table
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
-from lane_runner.service import ledger, usage_share
+from lane_runner.usage import ledger, share
 
 #: What a row shows per group, in the table.
 HEADERS = ("input", "cached", "cache write", "output", "reasoning", "tokens", "cost $")
@@ -89,7 +89,7 @@ def _shared(store: Store, slug: str, since: str | None) -> list[dict[str, Any]]:
     """The board's shared ledger; none for a board this store does not have (a home
     ledger outlives its board) and, said on stderr, for one that cannot be read now."""
     try:
-        return usage_share.on_board(store.board(slug), since_day=since)
+        return share.on_board(store.board(slug), since_day=since)
     except NotFound:
         return []
     except BoardUnavailable as error:

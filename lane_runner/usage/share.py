@@ -1,7 +1,7 @@
 """The usage ledger shared through the board, so every runner of a board counts every
 runner's spend (docs/ARCHITECTURE.md §3.7).
 
-The home's ledger (``service/ledger.py``) stays the first durable write: a record is
+The home's ledger (``usage/ledger.py``) stays the first durable write: a record is
 fsynced there the moment the CLI reports. Copies then go to the board's ledger
 (``board/base.py`` ``SharedLedger``) when a run starts, at each heartbeat (its own
 thread: the CLI's pipe never waits on the board), before a run ends, in recovery and
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from lane_runner.board.base import Board, SharedLedger
-from lane_runner.service import ledger
-from lane_runner.service.ledger import Ledger
+from lane_runner.usage import ledger
+from lane_runner.usage.ledger import Ledger
 
 DAY = 86400.0
 

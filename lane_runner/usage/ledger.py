@@ -20,7 +20,7 @@ Costs are the CLI's own (claude's ``costUSD``), else the operator's price table
 (``prices``, dollars per million tokens by kind), else unknown (None), never guessed.
 
 A board every runner of it shares (``board/base.py`` ``SharedLedger``) gets a copy of
-each record after the home has it (``service/usage_share.py``); ``usage/<board>.sent``
+each record after the home has it (``usage/share.py``); ``usage/<board>.sent``
 lists the ids the board confirmed, so what is left is sent again later, and records
 older than ``usage_retention_days`` leave the home only once the board holds them.
 """
