@@ -56,6 +56,8 @@ from lane_runner.run import context as contexts
 from lane_runner.service import breaker, disk, leftovers, logs, metrics
 from lane_runner.service.services import Services
 from lane_runner.usage import budget, ledger, share
+from lane_runner.usage.record import Record, day_of
+from lane_runner.usage.spend import Spend, Totals, merged
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
@@ -132,7 +134,7 @@ class RunExecutor:
         self.unknown_usage = usage_note.Unknown()  # impossible usage figures, to comment on
         # The board's copy of the usage ledger: the task's records and the board's today's,
         # as last read (``_share_usage``); what budgets read with the home's own records.
-        self.on_board: list[dict[str, Any]] = []
+        self.on_board: list[Record] = []
         cfg = services.cfg
         self.budget = budget.of(
             self.task.max_cost_usd, self.task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
@@ -751,19 +753,15 @@ class RunExecutor:
             except OSError as error:  # a mode is no reason to fail the attempt
                 log.warning("cannot make %s private: %s", path, error)
 
-    def _spend(self) -> tuple[ledger.Totals, ledger.Totals]:
+    def _spend(self) -> tuple[Totals, Totals]:
         """The task's spend over all its runs, and its board's over today (UTC), on every
         runner of the board: the board's copy as last read, and the home's own records
         (those not sent yet too). Reads no board: the CLI's pipe calls it."""
-        records = self._usage_records()
-        today = ledger.day_of(clock.now())
-        return (
-            ledger.total(r for r in records if r["task_id"] == self.task.id),
-            ledger.total(r for r in records if r["day"] == today),
-        )
+        spend = self._usage_records()
+        return spend.task(self.task.id), spend.on_day(clock.now())
 
-    def _usage_records(self) -> list[dict[str, Any]]:
-        return ledger.merged(self.on_board, self.s.ledger.records(self.task.board))
+    def _usage_records(self) -> Spend:
+        return Spend.of(self.on_board, self.s.ledger.records(self.task.board))
 
     def _share_usage(self, *, whole_task: bool = False) -> None:
         """Send the home's unsent usage records to the board, and read back the board's
@@ -778,8 +776,8 @@ class RunExecutor:
         try:
             with self.s.resting.use(self.task.board):
                 share.send(self.board, self.s.ledger)
-                today = ledger.day_of(clock.now())
-                self.on_board = ledger.merged(
+                today = day_of(clock.now())
+                self.on_board = merged(
                     share.on_board(self.board, task_id=self.task.id) if task else [],
                     share.on_board(self.board, since_day=today)
                     if limits.daily_usd is not None else [],
@@ -1162,11 +1160,8 @@ class RunExecutor:
     def _usage_summary(self) -> dict[str, Any]:
         """What the task (on every runner) and this run spent, for the completed event."""
         self._share_usage(whole_task=True)
-        records = self._usage_records()
-        return {
-            "task": ledger.task_usage(records, self.task.id),
-            "run": ledger.total(r for r in records if r["run_id"] == self.run.id).to_dict(),
-        }
+        spend = self._usage_records()
+        return {"task": spend.task_usage(self.task.id), "run": spend.run(self.run.id).to_dict()}
 
     def _note_waiting_result(self) -> None:
         self._note(

@@ -30,7 +30,7 @@ from lane_runner.service import breaker, disk, memory
 from lane_runner.service.breaker import Trip
 from lane_runner.service.pause import Pause
 from lane_runner.usage import budget
-from lane_runner.usage.ledger import Totals
+from lane_runner.usage.spend import Totals
 
 #: Seconds between two passes that start a run under elevated memory pressure: each run
 #: takes its memory a moment after it starts, so a burst of starts would overshoot.

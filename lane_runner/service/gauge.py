@@ -18,7 +18,8 @@ from lane_runner.board.model import BoardPause
 from lane_runner.service import disk, memory, metrics, pause
 from lane_runner.service.admission import BoardReading, Readings
 from lane_runner.service.services import Services
-from lane_runner.usage import budget, ledger, share
+from lane_runner.usage import budget, share
+from lane_runner.usage.spend import Totals
 
 log = logging.getLogger(__name__)
 
@@ -63,18 +64,17 @@ def boards(services: Services) -> tuple[BoardReading, ...]:
     return tuple(found)
 
 
-def spent_today(services: Services, slug: str) -> ledger.Totals:
+def spent_today(services: Services, slug: str) -> Totals:
     """What ``slug`` spent today (UTC) on every runner of the board: its shared ledger
     and this home's own."""
-    now = clock.now()
+    now, at_home = clock.now(), services.ledger.records(slug)
     try:
         with services.resting.use(slug):
-            shared = share.on_board(services.store.board(slug), since_day=ledger.day_of(now))
+            return share.spent_today(services.store.board(slug), at_home, now)
     except BoardUnavailable as error:
         # Its claim fails as well while it is away; this home's spend is all we know.
         log.debug("board %s's usage not readable: %s", slug, error)
-        shared = []
-    return ledger.on_day(ledger.merged(shared, services.ledger.records(slug)), now)
+        return share.spent_today(None, at_home, now)
 
 
 def board_pause(services: Services, slug: str) -> BoardPause | None:

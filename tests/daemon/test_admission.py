@@ -20,7 +20,7 @@ from lane_runner.service.admission import (
 )
 from lane_runner.service.breaker import Trip
 from lane_runner.service.pause import Pause
-from lane_runner.usage.ledger import Totals
+from lane_runner.usage.spend import Totals
 
 MIB = 1 << 20
 NOW = 10_000.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lane_runner.usage import budget
-from lane_runner.usage.ledger import Totals
+from lane_runner.usage.spend import Totals
 
 
 def spent(dollars: float) -> Totals:

@@ -37,7 +37,7 @@ def test_codex_reporting_two_to_the_seventy_is_recorded_as_unknown(tmp_path: Pat
     [report] = reading.take_usage()
     assert report.unknown == ("input",) and report.models["gpt-5"]["output"] == 80
     [record] = Ledger(tmp_path).record(Attempt("work", "t1", 1, 1, "codex"), report, {}, 1.0)
-    assert record["unknown"] == ["input"] and record["tokens"]["input"] == 0
+    assert record.unknown == ("input",) and record.tokens["input"] == 0
 
 
 def test_claude_reporting_a_negative_count_is_recorded_as_unknown() -> None:
