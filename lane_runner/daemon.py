@@ -28,11 +28,10 @@ from typing import Any
 from lane_runner import config as configuration
 from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import Claim, Outcome
+from lane_runner.board.model import Claim
 from lane_runner.home import Home
-from lane_runner.run import cleanup, command
+from lane_runner.run import cleanup, command, handback
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
-from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
     admission,
     breaker,
@@ -62,18 +61,6 @@ REPLAY_INTERVAL = 10.0  # retry finalizations left pending by an unavailable boa
 MAX_SLOTS = 64
 #: Workspaces whose filesystems the disk guard watches (the most recently claimed).
 WATCHED_WORKSPACES = 32
-
-
-def handover(claim: Claim, node: str, report: RunReport) -> str:
-    """The comment a run handed back at shutdown leaves for whoever takes the task next:
-    the work so far is on the task's branch, the provider session stays with this node."""
-    provider = f" ({report.provider})" if report.provider else ""
-    return (
-        f"handed back at shutdown by node {node} (release_on_stop): run {claim.run.id}"
-        f"{provider} was cut short ({redact.shown(report.reason, 300)}); uncounted. Its work "
-        f"so far is in its worktree on branch {branch_name(claim.task.board, claim.task.id)} "
-        "of this node; the provider session is not carried over, so the next run starts anew."
-    )
 
 
 @dataclass
@@ -135,7 +122,7 @@ class Daemon:
         self.workspaces: dict[str, None] = {}  # the repositories claims worked in, in order
         self.broken_seen: set[str] = set()  # scopes the breaker gauge has shown
         self.concurrency = self._concurrency(cfg)
-        self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
+        self.stuck = stuck.Watch()  # stuck-warning kinds commented, per run
         self.sweeping: concurrent.futures.Future[None] | None = None  # cleanup (run/cleanup.py)
 
     # -- life cycle -------------------------------------------------------------
@@ -229,7 +216,7 @@ class Daemon:
             if self.timers["gc"].ready(now):
                 self._sweep()
             self._claim()
-            self._watch_stuck(time.time())
+            self._watch(time.time())
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
             self.timers["claim"].restart(now)
             self._publish(now)
@@ -242,7 +229,7 @@ class Daemon:
         for future in [f for f in self.workers if f.done()]:
             claim = self.workers.pop(future)
             self.services.activity.finish(claim.run.id)
-            self.warned.pop(claim.run.id, None)
+            self.stuck.forget(claim.run.id)
             error = future.exception()
             if error is not None:
                 log.error(
@@ -253,7 +240,8 @@ class Daemon:
                     error,
                     exc_info=error,
                 )
-                self._fail_crashed(claim, repr(error))
+                if handback.crashed(self.services, claim, repr(error)):
+                    self.pending_finalizations += 1
                 continue
             report = future.result()
             metrics.run_ended(report.board, report.ended, time.time() - claim.run.claimed_at)
@@ -262,40 +250,7 @@ class Daemon:
                 self.pending_finalizations += 1
             releasing = self.stopping and self.services.cfg.release_on_stop
             if report.ended is RunEnd.ABANDON and releasing:
-                self._release(claim, report)
-
-    def _release(self, claim: Claim, report: RunReport) -> None:
-        """``release_on_stop``: a run cut short by the shutdown goes back to ready, uncounted,
-        with a comment handing it over, instead of staying claimed for a next start that a
-        pod scaled down never has. A run whose lease is no longer ours is left alone (the
-        reclaim's exact-run guard); a board that is away leaves it to its lease."""
-        run = claim.run
-        note = handover(claim, self.services.node, report)
-        try:
-            with self.services.resting.use(run.board):
-                board = self.services.store.board(run.board)
-                if board.reclaim(run.id, note, Outcome.RECLAIMED, count_failure=False):
-                    board.comment(run.task_id, note, "lane-runner")
-                    log.info("run %s of %s/%s handed back to ready", run.id, run.board, run.task_id)
-        except BoardUnavailable as error:
-            log.warning("run %s not handed back (%s); its lease will be", run.id, error)
-
-    def _fail_crashed(self, claim: Claim, reason: str) -> None:
-        """A worker thread died: count a failure unless its result is safe in the journal."""
-        run = claim.run
-        if self.services.holds_result(run.board, run.task_id, run.id):
-            self.pending_finalizations += 1
-            return
-        try:
-            with self.services.resting.use(run.board):
-                self.services.store.board(run.board).reclaim(
-                    run.id,
-                    redact.shown(f"worker crashed: {reason}"),
-                    Outcome.FAILED,
-                    count_failure=True,
-                )
-        except BoardUnavailable as error:
-            log.warning("cannot hand back crashed run %s now (%s); its lease will", run.id, error)
+                handback.release(self.services, claim, report)
 
     def _replay(self) -> None:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
@@ -323,18 +278,7 @@ class Daemon:
         except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
             log.exception("cleanup sweep failed; the next one tries again")
             return
-        if report.usage_dropped:
-            log.info("usage ledger: %d old record(s) the boards hold left this home",
-                     report.usage_dropped)
-        if report.worktrees_removed or report.followed_up or report.journal.removed:
-            log.info(
-                "cleanup: %d worktrees removed, %d results followed up, %d journal files "
-                "and %d logs removed",
-                len(report.worktrees_removed),
-                len(report.followed_up),
-                len(report.journal.removed),
-                len(report.logs_removed),
-            )
+        report.log()
 
     def _claim(self) -> None:
         """One claim pass: read what the guards look at, ask ``admission.admit`` what may
@@ -383,24 +327,10 @@ class Daemon:
             return int(cfg.concurrency)
         return sizing.derived_concurrency(sizing.read_limits(), cfg.memory_per_run_mb)
 
-    def _watch_stuck(self, now: float) -> None:
-        """Flag runs nearing a hard limit; comment once per run and kind (``service/stuck.py``)."""
-        cfg = self.services.cfg
-        counts = dict.fromkeys(stuck.KINDS, 0)
-        for run in self.services.activity.snapshot():
-            found = stuck.assess(
-                run,
-                now,
-                stall_timeout=cfg.stall_timeout,
-                max_runtime=run["max_runtime"] or cfg.max_runtime,
-                fraction=cfg.stuck_warning_fraction,
-            )
-            self.services.activity.update(run["run_id"], warnings=[asdict(w) for w in found])
-            warned = self.warned.setdefault(run["run_id"], set())
-            for warning in found:
-                counts[warning.kind] += 1
-                if warning.kind not in warned and self._warn(run, warning):
-                    warned.add(warning.kind)
+    def _watch(self, now: float) -> None:
+        """Runs nearing a hard limit flagged and commented (``service/stuck.py``); the
+        breaker's and the operator controls' gauges."""
+        counts = self.stuck.turn(self.services, now)
         trips = set(self.services.breaker.trips())
         metrics.broken(trips, self.broken_seen)
         self.broken_seen |= trips
@@ -414,27 +344,6 @@ class Daemon:
     def _slots(self) -> dict[str, Any]:
         snapshot = self.services.slots.snapshot()
         return {"providers": snapshot["providers"], "waiting": snapshot["waiting"]}
-
-    def _warn(self, run: dict[str, Any], warning: stuck.Warning) -> bool:
-        """One comment on the task; False when the board cannot take it now (tried again)."""
-        log.warning(
-            "run %s of %s/%s looks stuck: %s",
-            run["run_id"],
-            run["board"],
-            run["task_id"],
-            warning.message,
-            extra=logs.about(run["board"], run["task_id"], run["run_id"]),
-        )
-        try:
-            with self.services.resting.use(run["board"]):
-                self.services.store.board(run["board"]).comment(
-                    run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
-                )
-        except BoardUnavailable as error:
-            log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
-            return False
-        metrics.STUCK_WARNINGS.labels(warning.kind).inc()
-        return True
 
     def _claim_from(self, board: admission.Claimable) -> Claim | None:
         """A claim on ``board``, or None; a board that is unavailable rests

@@ -78,6 +78,21 @@ class SweepReport:
     usage_dropped: int = 0
     """Home usage records past ``usage_retention_days`` that their board holds."""
 
+    def log(self) -> None:
+        """What the sweep removed, in the log (nothing when it removed nothing)."""
+        if self.usage_dropped:
+            log.info("usage ledger: %d old record(s) the boards hold left this home",
+                     self.usage_dropped)
+        if self.worktrees_removed or self.followed_up or self.journal.removed:
+            log.info(
+                "cleanup: %d worktrees removed, %d results followed up, %d journal files "
+                "and %d logs removed",
+                len(self.worktrees_removed),
+                len(self.followed_up),
+                len(self.journal.removed),
+                len(self.logs_removed),
+            )
+
 
 def retention(cfg: Config) -> RetentionPolicy:
     """The journal's retention as configured (``retention_days``, ``_count``, ``_bytes``)."""
