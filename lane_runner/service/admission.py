@@ -167,10 +167,9 @@ def node_hold(readings: Readings, guards: Guards) -> Hold | None:
     full = disk.shortage(readings.disk, guards.min_disk_mb)
     if full is not None:
         return Hold(HoldKind.DISK, full)
+    scopes = [breaker.scope(breaker.PROVIDER, provider) for provider in PROVIDERS]
     broken = [
-        trip for provider in PROVIDERS
-        if (trip := breaker.in_force(readings.trips, breaker.scope(breaker.PROVIDER, provider),
-                             readings.now))
+        trip for where in scopes if (trip := breaker.in_force(readings.trips, where, readings.now))
     ]
     if len(broken) == len(PROVIDERS):
         return Hold(HoldKind.BREAKER, "; ".join(trip.describe() for trip in broken))
