@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 
 RESULT = {
     "status": "completed", "summary": "ok", "changed_files": [], "tests_run": [],

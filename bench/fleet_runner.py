@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 
 RESULT = {"status": "completed", "summary": "ok", "changed_files": []}
 LEASE_TTL = 1800.0  # the default lease_ttl

@@ -144,3 +144,16 @@ class Lane:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}:\n{self.log_text()[-3000:]}")
             time.sleep(poll)
+
+
+def toml_value(value: object) -> str:
+    """``value`` as TOML: what a home's ``config.toml`` is written with here."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return str(value)

@@ -17,6 +17,8 @@ from lane_runner.providers.reading import Reading
 from lane_runner.providers.supervisor import Limits, Supervisor
 from lane_runner.providers.tasklog import TaskLog
 
+CODEX = codex.ADAPTER
+
 LOG_ROTATE_BYTES = 64 << 20  # the configuration default
 
 
@@ -38,7 +40,7 @@ def main() -> None:
         stdin=b"",
         task_log=task_log,
         limits=Limits(deadline=time.monotonic() + 3600),
-        on_event=lambda event: codex.observe(reading, event),
+        on_event=lambda event: CODEX.observe(reading, event),
         heartbeat=lambda: True,
     )
     rss_before = status_bytes("VmRSS")

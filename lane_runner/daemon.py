@@ -47,9 +47,9 @@ from lane_runner.service import (
     stuck,
     usable,
 )
-from lane_runner.service.health import Health
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
+from lane_runner.service.probes import Health
 from lane_runner.service.services import build, preflight
 
 log = logging.getLogger(__name__)

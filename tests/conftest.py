@@ -114,3 +114,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         reason, _ = reasons.most_common(1)[0]
         more = f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""
         terminalreporter.write_line(f"{folder}: {sum(reasons.values())} skipped: {reason}{more}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    """A failed test that ran daemons in a home shows the end of their log: a daemon that
+    died by a signal (a crash in a C extension, which ``faulthandler`` writes there) or
+    exited early says why in CI's output, not only in a temporary directory gone since."""
+    report: pytest.TestReport = yield
+    if report.failed and call.when == "call":
+        for name in ("lane", "real_lane"):
+            root = getattr(getattr(item, "funcargs", {}).get(name), "root", None)
+            log = Path(root) / "daemon.log" if root else None
+            if log is not None and log.is_file():
+                tail = log.read_bytes()[-6000:].decode(errors="replace")
+                report.sections.append((f"{name}'s daemon.log (its end)", tail))
+    return report

@@ -6,7 +6,6 @@ expose the ``lane`` fixture.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,9 +18,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bench.lane import toml_value
 from journal import Journal
 from lane_runner.board.model import NewTask, Outcome, Run, Status, Task
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.home import Home
 from lane_runner.run.command import COMMAND_VARIABLE
@@ -88,18 +88,6 @@ def assert_done_exactly_once(
         assert (record["result"], record["summary"]) == (task.result, task.summary)
         kinds = [event.kind for event in board.events(task.id)]
         assert kinds.count("completed") + kinds.count("replayed") == 1, task.id
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a TOML basic string
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return str(value)
 
 
 class Runner:

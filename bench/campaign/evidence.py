@@ -16,7 +16,7 @@ import orjson
 from bench.campaign.site import BOARD, Site
 from bench.campaign.tally import Edge, Evidence, ResultCommit
 from lane_runner.board.model import Status
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.run.delivery import RUN_TRAILER, TASK_TRAILER
 from lane_runner.run.lanestate import path_for
 
@@ -27,11 +27,12 @@ _FORMAT = f"%H%x00%(trailers:key={TASK_TRAILER},valueonly,separator=)%x00" \
 
 def gather(site: Site) -> Evidence:
     tasks = {task.id: task.status.value for task in site.board.list_tasks()}
-    commits = result_commits(site.repo, _commit_times(site.logs.commits))
+    commits, vanished = result_commits(site.repo, _commit_times(site.logs.commits))
     return Evidence(
         tasks=tasks,
         delivered=delivered(site.board, tasks, site.repo),
         commits=commits,
+        vanished=vanished,
         accepted=frozenset(_accepted(site, tasks)),
         cli_runs=tuple(_cli_runs(site.logs.cli, tasks)),
         pushes=tuple(_edges(site.logs.pushes, tasks)),
@@ -72,17 +73,52 @@ def _these(repo: Path, shas: Iterable[str]) -> list[tuple[str, str, str]]:
     return _trailers(repo, "--no-walk=unsorted", *wanted) if wanted else []
 
 
-def result_commits(repo: Path, made: dict[str, float]) -> tuple[ResultCommit, ...]:
-    """Every runner-made commit of the campaign's board: reachable from any ref of the
-    repository, or seen by the post-commit hook (a commit a later run left behind)."""
-    listed = _trailers(repo, "--all") + _these(repo, made)
+def _git(repo: Path, *args: str, given: str | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=repo, input=given, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def _tips(repo: Path) -> list[str]:
+    """What ``--all`` would walk from: every ref and every worktree's HEAD. Read one by
+    one, because ``git log --all`` gives up (exit 128) on a worktree whose HEAD names an
+    object the repository lacks, which a ``git worktree add`` killed halfway can leave."""
+    refs = _git(repo, "for-each-ref", "--format=%(objectname)").split()
+    heads = [line.removeprefix("HEAD ") for line in
+             _git(repo, "worktree", "list", "--porcelain").splitlines()
+             if line.startswith("HEAD ")]
+    return [*refs, *heads]
+
+
+def _commits_among(repo: Path, shas: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(present, missing): which of ``shas`` name a commit the repository has."""
+    wanted = sorted(set(shas))
+    if not wanted:
+        return [], []
+    said = _git(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+                given="".join(f"{sha}\n" for sha in wanted)).splitlines()
+    present = [sha for sha, line in zip(wanted, said, strict=True)
+               if line.endswith(" commit")]
+    return present, [sha for sha in wanted if sha not in present]
+
+
+def result_commits(
+    repo: Path, made: dict[str, float]
+) -> tuple[tuple[ResultCommit, ...], tuple[str, ...]]:
+    """Every runner-made commit of the campaign's board: reachable from any ref or
+    worktree HEAD of the repository, or seen by the post-commit hook (a commit a later
+    run left behind); and the commits the hook saw that the repository no longer has
+    (a result gone: counted lost)."""
+    tips, _ = _commits_among(repo, _tips(repo))
+    seen, vanished = _commits_among(repo, made)
+    listed = (_trailers(repo, *tips) if tips else []) + _these(repo, seen)
     commits: dict[str, ResultCommit] = {}
     for sha, task, run in listed:
         board, _, task_id = task.partition("/")
         if board != BOARD or not run.isdigit():
             continue
         commits[sha] = ResultCommit(sha, task_id, int(run), made.get(sha))
-    return tuple(sorted(commits.values(), key=lambda c: (c.task, c.run, c.sha)))
+    ordered = tuple(sorted(commits.values(), key=lambda c: (c.task, c.run, c.sha)))
+    return ordered, tuple(vanished)
 
 
 def delivered(board: SqlBoard, tasks: dict[str, str], repo: Path) -> dict[str, int]:

@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.lane import git, make_repo
+from bench.lane import git, make_repo, toml_value
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 
@@ -93,16 +93,6 @@ import: told ``["--home", H, "run"]`` it is the daemon's start (recovery include
 exactly as if just spawned; told nothing (its stdin closed) it ends."""
 STANDBYS = 2
 """Standbys kept per home: a restart after ``recover`` takes two."""
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a TOML basic string
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -229,8 +219,11 @@ class Runner:
             return None
 
     def cli_pids(self) -> list[int]:
-        """The simulated CLIs this home runs now (their environment names the node)."""
-        return find_workers(self.node, home=self.root)
+        """The simulated CLIs this home runs now: its workers (their environment names the
+        node) whose command runs a simulator. Hooks and git are workers too, but a hook
+        killed alone is a failed hook, reported and not run again (docs/delivery.md): a
+        kill meant for a CLI that found an ``after_done`` hook counted it missing."""
+        return [pid for pid in find_workers(self.node, home=self.root) if _simulator(pid)]
 
     def log_tail(self, size: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
@@ -290,3 +283,11 @@ class Site:
             runner.kill()
             runner.dismiss()
         self.store.close()
+
+
+def _simulator(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False  # gone meanwhile: nothing to kill
+    return b"lane_runner.providers.simulators." in command

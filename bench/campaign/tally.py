@@ -4,6 +4,7 @@ counting rules are unit-tested on hand-made evidence.
 
 - ``lost``: an accepted result (a runner-made commit's ``Lane-Task``/``Lane-Run``, or a
   home's lane state ``delivery``) that is not the result the board shows for its task;
+  and a result commit the post-commit hook saw made that the repository no longer has;
 - ``duplicate_commits``: more than one runner-made commit for one task (each past the
   first counts);
 - ``second_runs``: CLI runs of a task that started after its first result commit;
@@ -57,6 +58,8 @@ class Evidence:
     pushes: tuple[Edge, ...] = ()
     after_done: tuple[Edge, ...] = ()
     processes_left: tuple[str, ...] = ()
+    vanished: tuple[str, ...] = ()
+    """Commits the post-commit hook saw made that the repository does not have."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def count(evidence: Evidence) -> Counts:
     missing = _missing(done, evidence.pushes, evidence.after_done)
     unrecorded = _missing(done, evidence.cli_runs, evidence.commits)
     examples = {
-        "lost": tuple(f"{task} run {run}" for task, run in lost),
+        "lost": (*(f"{task} run {run}" for task, run in lost),
+                 *(f"commit {sha} (made, not in the repository)" for sha in evidence.vanished)),
         "duplicate_commits": tuple(duplicates),
         "second_runs": tuple(second),
         "followups_twice": tuple(twice),
@@ -112,7 +116,7 @@ def count(evidence: Evidence) -> Counts:
     }
     return Counts(
         tasks=len(evidence.tasks),
-        lost=len(lost),
+        lost=len(lost) + len(evidence.vanished),
         duplicate_commits=len(duplicates),
         second_runs=len(second),
         followups_twice=len(twice),

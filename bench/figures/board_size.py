@@ -25,7 +25,7 @@ from bench.result import Check, Figure, median, ms, percentile, ratio
 from bench.scale import Scale
 from lane_runner.board.base import Board
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 from lane_runner.board.sqlite import SqliteStore
 
 TARGET = 1.5

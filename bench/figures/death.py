@@ -23,7 +23,7 @@ from bench.postgres import database, unavailable
 from bench.result import Check, Figure, median, ratio
 from bench.scale import Scale
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 

@@ -41,7 +41,7 @@ from bench.postgres import ADMIN_URL, database, unavailable
 from bench.result import Check, Figure, median, ms, percentile
 from bench.scale import Scale
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 
 BOARD = "fleet"
 HEARTBEAT = 20.0  # the default heartbeat_interval

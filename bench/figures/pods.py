@@ -33,7 +33,7 @@ from bench.postgres import database, unavailable
 from bench.result import Check, Figure, median, ms, percentile, ratio
 from bench.scale import Scale
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
+from lane_runner.board.postgres.store import PostgresStore
 
 TARGET = 1.0
 POLL = 0.01

@@ -26,6 +26,8 @@ from lane_runner.providers.supervisor import Limits, Supervisor
 from lane_runner.providers.tasklog import TaskLog
 from lane_runner.service import leftovers
 
+CODEX = codex.ADAPTER
+
 COST_TARGET = 1.2
 _SLEEPERS = (
     "import os, signal, sys, time\n"
@@ -53,7 +55,7 @@ def supervised_run(bench: Workbench, label: str) -> float:
         stdin=b"bench",
         task_log=task_log,
         limits=Limits(deadline=time.monotonic() + 600),
-        on_event=lambda event: codex.observe(reading, event),
+        on_event=lambda event: CODEX.observe(reading, event),
         heartbeat=lambda: True,
     ).run()
     elapsed = time.perf_counter() - start

@@ -27,7 +27,7 @@ def open_store(cfg: Config) -> Store:
         )
     if url.startswith(HERMES_SCHEME):
         # Imported here: hermes-agent is an optional extra.
-        from lane_runner.board.hermes import HermesStore
+        from lane_runner.board.hermes.store import HermesStore
 
         return HermesStore(
             url, failure_limit=cfg.failure_limit, boards=cfg.hermes_boards, wait_budget=budget
@@ -39,7 +39,7 @@ def open_store(cfg: Config) -> Store:
         )
     try:
         # Imported here: psycopg is an optional extra that SQLite users never install.
-        from lane_runner.board.postgres import PostgresStore
+        from lane_runner.board.postgres.store import PostgresStore
     except ImportError as error:
         if not (error.name or "").startswith("psycopg"):
             raise

@@ -4,7 +4,7 @@ A ``Store`` holds boards (one SQLite file each, or rows in PostgreSQL); a
 ``Board`` holds tasks. Each method below says what it guarantees, which guard it
 applies, what it returns and what it raises, in the manner of huey's
 ``BaseStorage``; ``tests/board/test_contract.py`` and the state machine hold every
-backend to it. ``board/sql.py`` implements it once for the SQL backends.
+backend to it. ``board/sql/`` implements it once for the SQL backends.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Board(Protocol):
     Every method is one transaction: it happens entirely or not at all, and a
     method that raises wrote nothing. Methods that change a task hold the board's
     lock from before they read another task's state or write an event to their
-    commit (``board/sql.py``), so each sees every transition committed before it
+    commit (``board/sql/``), so each sees every transition committed before it
     that its decision depends on, readers of events never skip one (below), and
     each appends exactly one event per task it
     changes (a hosted board's own calls may log more: Hermes's ``assigned``,

@@ -1,7 +1,7 @@
 """The embedded board store: one SQLite file per board under ``boards/`` (docs/ARCHITECTURE.md §5).
 
 One file per board so a corrupt or unreadable board is skipped while the others
-keep working. The transactions are ``board/sql.py``'s; this module holds what is
+keep working. The transactions are ``board/sql/``'s; this module holds what is
 SQLite's own: the schema, the connections, ``BEGIN IMMEDIATE`` as the board lock,
 and change detection.
 
@@ -41,18 +41,15 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.fileconn import FileConnection, Identity
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 from lane_runner.board.model import Outcome, Status
-from lane_runner.board.sql import (
+from lane_runner.board.sql.board import SqlBoard
+from lane_runner.board.sql.dialect import BoardLock, Connection, Notify, Work
+from lane_runner.board.sql.schema import (
     BUDGET_COLUMNS,
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
     USAGE_STEP,
-    BoardLock,
-    Connection,
-    Notify,
-    SqlBoard,
     Statement,
-    Work,
     upgrade,
 )
 from lane_runner.errors import NotFound, UsageError
@@ -147,7 +144,7 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         )""",
         "CREATE INDEX comments_task ON comments(task_id, id)",
     ),
-    # The board column every statement of board/sql.py names: constant here (a file
+    # The board column every statement of board/sql/ names: constant here (a file
     # is one board, whatever it is called), one value per board in PostgreSQL.
     tuple(
         f"ALTER TABLE {table} ADD COLUMN board TEXT NOT NULL DEFAULT ''"

@@ -23,12 +23,12 @@ from lane_runner import __version__, redact, suggest
 from lane_runner.cli import output
 from lane_runner.cli.commands import (
     board_cmd,
+    breaker_cmd,
     cleanup_cmd,
     config_cmd,
     control_cmd,
     demo_cmd,
     doctor_cmd,
-    health_cmd,
     journal_cmd,
     logs_cmd,
     run_cmd,
@@ -52,7 +52,7 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     status_cmd,
     usage_cmd,
     doctor_cmd,
-    health_cmd,
+    breaker_cmd,
     logs_cmd,
 )
 

@@ -5,9 +5,11 @@ of a ``CLIAdapter`` subclass; ``registry.py`` keys them by name. The rest of the
 runner iterates the registry and asks the adapter, so it never compares provider
 names: a third CLI is one new module and its contract tests.
 
-``CLIAdapter`` writes the shared parts once (the session fallbacks driven by a
-table, the reserved session id, the login report); a subclass says the rest with
-a few class attributes and the methods only its CLI needs (argv, event folding).
+``Provider`` declares each operation once, with the default a CLI that lacks it gets
+(no tool clock, no result file, no root refusal, its vendor's API). ``CLIAdapter``
+subclasses it and writes the shared parts once (the session fallbacks driven by a
+table, the reserved session id); a subclass says the rest with a few class
+attributes and, once each, the methods only its CLI has (argv, event folding, login).
 """
 
 from __future__ import annotations
@@ -126,8 +128,11 @@ class Provider(Protocol):
         """This CLI's word that it has given up while it keeps running."""
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
-        """``<name>_config`` checked and flattened; ValueError names what is wrong."""
-        ...
+        """``<name>_config`` checked and flattened; ValueError names what is wrong. A CLI
+        that takes no settings from the runner refuses any."""
+        if table:
+            raise ValueError(f"{self.name} takes its settings from its environment")
+        return {}
 
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
@@ -143,12 +148,13 @@ class Provider(Protocol):
     def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
         """Keep ``tools`` the ids of the CLI's tool calls that have begun and not ended:
         while one is in flight the CLI may print nothing for as long as the tool runs, and
-        the supervisor's stall limit is ``tool_stall_timeout`` (docs/ARCHITECTURE.md §6)."""
-        ...
+        the supervisor's stall limit is ``tool_stall_timeout`` (docs/ARCHITECTURE.md §6).
+        A CLI that says nothing of its tool calls is never on the tool clock."""
+        return None
 
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
-        """The answer the CLI wrote to ``result_file``, if any."""
-        ...
+        """The answer the CLI wrote to ``result_file``, if any (a CLI that writes none: None)."""
+        return None
 
     def attempt(self, req: ProviderRequest, run_once: RunOnce) -> Attempt:
         """One attempt with the CLI's session fallbacks (an unknown or taken session)."""
@@ -164,14 +170,15 @@ class Provider(Protocol):
         euid: int | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> str | None:
-        """Why the CLI cannot start here as root, or None."""
-        ...
+        """Why the CLI cannot start here as root, or None (a CLI that never refuses)."""
+        return None
 
     def gateway(
         self, settings: Mapping[str, Any], env: Mapping[str, str]
     ) -> tuple[str | None, list[str]]:
-        """Where the CLI sends its model requests, and what would stop it."""
-        ...
+        """Where the CLI sends its model requests, and what would stop it (None and
+        nothing: its vendor's own API, as the CLI is configured by default)."""
+        return None, []
 
     def login(
         self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
@@ -181,12 +188,13 @@ class Provider(Protocol):
 
     def settings_file(self) -> str | None:
         """The settings file every run of this CLI gets (claude ``--settings``), or None."""
-        ...
+        return None
 
     def prepare(self, req: ProviderRequest) -> None:
         """Put in place what the CLI reads before it starts for ``req`` (codex: the deny
-        list as a rules file in its home); OSError when it cannot."""
-        ...
+        list as a rules file in its home); OSError when it cannot. A CLI that reads
+        nothing the runner writes for it needs nothing here."""
+        return None
 
     def speaks(self, event: dict[str, Any]) -> bool:
         """Whether ``event`` (a line of a task log) is one of this CLI's events."""
@@ -197,10 +205,11 @@ class Provider(Protocol):
         ...
 
 
-class CLIAdapter:
+class CLIAdapter(Provider):
     """The parts of ``Provider`` every CLI shares; subclasses set the class attributes
-    and write what only their CLI has (``argv``, ``observe``, ``login``, ``speaks``,
-    ``describe``: here they raise NotImplementedError)."""
+    and write what only their CLI has. Each operation is declared once, in ``Provider``
+    (with its default where a CLI may lack it); an adapter that leaves out one without
+    a default cannot be made (``mypy --strict``: an abstract class)."""
 
     name: ClassVar[str]
     command: ClassVar[str]
@@ -225,59 +234,8 @@ class CLIAdapter:
     noise_texts: ClassVar[tuple[str, ...]] = ()
     gave_up_texts: ClassVar[tuple[str, ...]] = ()
 
-    def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
-        if table:
-            raise ValueError(f"{self.name} takes its settings from its environment")
-        return {}
-
-    def argv(
-        self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
-    ) -> list[str]:
-        raise NotImplementedError
-
-    def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
-        raise NotImplementedError
-
-    def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
-        """A CLI that says nothing of its tool calls is never on the tool clock."""
-        return None
-
-    def file_result(self, result_file: Path) -> dict[str, Any] | None:
-        return None
-
     def new_session(self) -> str | None:
         return str(uuid.uuid4()) if self.reserves_session else None
-
-    def root_refusal(
-        self,
-        run_as: str | None,
-        euid: int | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> str | None:
-        return None
-
-    def gateway(
-        self, settings: Mapping[str, Any], env: Mapping[str, str]
-    ) -> tuple[str | None, list[str]]:
-        return None, []
-
-    def login(
-        self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
-    ) -> Login:
-        raise NotImplementedError
-
-    def settings_file(self) -> str | None:
-        return None
-
-    def prepare(self, req: ProviderRequest) -> None:
-        """A CLI that reads nothing the runner writes for it needs nothing here."""
-        return None
-
-    def speaks(self, event: dict[str, Any]) -> bool:
-        raise NotImplementedError
-
-    def describe(self, event: dict[str, Any]) -> str | None:
-        raise NotImplementedError
 
     def attempt(self, req: ProviderRequest, run_once: RunOnce) -> Attempt:
         """The first start as ``req`` asks, then at most one more as ``session_fallbacks``

@@ -37,7 +37,7 @@ from lane_runner.urls import is_http_url
 DENIED_TOOLS = tuple(f"Bash({denied.spelled(command)} *)" for command in denied.DENIED_COMMANDS)
 
 
-#: What ``--settings`` gives every worker (``settings_text``): no prompt that only a
+#: What ``--settings`` gives every worker (``Claude.settings_file``): no prompt that only a
 #: person could answer, the same denials as ``--disallowedTools`` (a second line
 #: of defence), and no self-update or background traffic, so the version the
 #: contract suite pinned is the one that runs.
@@ -69,10 +69,6 @@ _LIMIT_WORDS = re.compile(r"hit your [^.·\n]*limit|usage limit|session limit", 
 #: an assistant message): no model spent anything on them.
 SYNTHETIC_MODEL = "<synthetic>"
 
-
-def settings_text() -> str:
-    """The settings file's content, as the runner writes it for ``--settings``."""
-    return json.dumps(SETTINGS, indent=2) + "\n"
 
 
 def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: str) -> list[str]:
@@ -107,26 +103,6 @@ def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: st
     ]
 
 
-def track_tools(tools: set[str], event: dict[str, Any]) -> None:
-    """Keep ``tools`` the ids of the ``tool_use`` blocks of assistant messages not yet
-    answered by a ``tool_result`` of a user message: while a Bash call runs, claude
-    prints nothing until it returns (docs/ARCHITECTURE.md §6)."""
-    kind = event.get("type")
-    if kind == "result":
-        tools.clear()
-        return
-    if kind not in ("assistant", "user"):
-        return
-    message = event.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        if kind == "assistant" and block.get("type") == "tool_use":
-            tools.add(str(block.get("id")))
-        elif kind == "user" and block.get("type") == "tool_result":
-            tools.discard(str(block.get("tool_use_id")))
-
 
 def budget_flags(dollars: float | None) -> list[str]:
     """``--max-budget-usd`` for what is left of the task's budget: claude stops itself
@@ -135,44 +111,6 @@ def budget_flags(dollars: float | None) -> list[str]:
         return []
     return ["--max-budget-usd", f"{max(dollars, 0.0):.4f}"]
 
-
-def observe(reading: Reading, event: dict[str, Any]) -> bool:
-    """Fold one event into ``reading``; True unless it is API retry chatter."""
-    session_id = event.get("session_id")
-    if isinstance(session_id, str) and session_id and reading.session_id is None:
-        reading.session_id = session_id
-    kind = event.get("type")
-    if kind == "system" and event.get("subtype") == "api_retry":
-        return False
-    if kind == "assistant" and isinstance(event.get("error"), str):
-        reading.signals.add_error(event["error"])
-    if kind == "assistant":
-        _read_message(reading, event)
-    if kind == "rate_limit_event":
-        reading.limit = rate_limit_of(event) or reading.limit
-        return False
-    if kind == "result":
-        reading.finished = True
-        report = result_usage_of(event, reading.session_id)
-        if report is not None:
-            reading.usage.append(report)
-        if event.get("is_error") is True:
-            said = limit_of(
-                str(event.get("result") or ""), reading.clock(), reading.zone, reading.limit
-            )
-            reading.limit = said or reading.limit
-        if event.get("is_error") is True:
-            reading.signals.result_is_error = True
-            for text in [event.get("result"), *(event.get("errors") or [])]:
-                if text:
-                    reading.signals.add_error(str(text))
-        else:
-            reading.candidate = result_object(event.get("structured_output")) or result_object(
-                event.get("result")
-            )
-            if reading.candidate is None:
-                reading.unanswered = NO_STRUCTURED_OUTPUT
-    return True
 
 
 def _read_message(reading: Reading, event: dict[str, Any]) -> None:
@@ -273,27 +211,6 @@ def limit_of(
     return LimitNotice(text[:500], earlier if earlier is not None else moment)
 
 
-def root_refusal(
-    run_as: str | None, euid: int | None = None, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """Why a claude lane cannot start here, or None.
-
-    Claude refuses ``--dangerously-skip-permissions`` as root unless the
-    environment declares a disposable sandbox (``IS_SANDBOX=1`` or
-    ``CLAUDE_CODE_BUBBLEWRAP=1``, the CLI's own two escapes). Without a worker
-    user or such a declaration the lane must fail at once with this message
-    instead of a bare exit 1.
-    """
-    if run_as or (os.geteuid() if euid is None else euid) != 0:
-        return None
-    if sandbox_declared(os.environ if environ is None else environ):
-        return None
-    return (
-        "claude refuses --dangerously-skip-permissions as root; set worker_user "
-        "(LANE_RUNNER_WORKER_USER) to an unprivileged user, or export IS_SANDBOX=1 "
-        "if this host is a disposable sandbox"
-    )
-
 
 def sandbox_declared(environ: Mapping[str, str]) -> bool:
     """The environment says this is a disposable sandbox, the claude root guard's escape."""
@@ -303,41 +220,6 @@ def sandbox_declared(environ: Mapping[str, str]) -> bool:
 def _on(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
-
-def gateway(_settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, list[str]]:
-    """Where claude will send its requests with the worker's environment ``env`` (None:
-    Anthropic's own API, or the cloud's default endpoint), and what will stop it.
-
-    ``ANTHROPIC_BASE_URL`` names an Anthropic-compatible gateway, which takes the key of
-    ``ANTHROPIC_API_KEY`` (``x-api-key``) or ``ANTHROPIC_AUTH_TOKEN`` (a bearer token);
-    without either claude answers "Not logged in". ``CLAUDE_CODE_USE_BEDROCK`` and
-    ``CLAUDE_CODE_USE_VERTEX`` switch it to those clouds, which need their region (and
-    Vertex its project) in the environment.
-    """
-    problems: list[str] = []
-    if _on(env.get("CLAUDE_CODE_USE_BEDROCK")):
-        if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
-            problems.append("CLAUDE_CODE_USE_BEDROCK needs AWS_REGION in the worker's environment")
-        return env.get("ANTHROPIC_BEDROCK_BASE_URL"), problems
-    if _on(env.get("CLAUDE_CODE_USE_VERTEX")):
-        problems += [
-            f"CLAUDE_CODE_USE_VERTEX needs {name} in the worker's environment"
-            for name in ("CLOUD_ML_REGION", "ANTHROPIC_VERTEX_PROJECT_ID")
-            if not env.get(name)
-        ]
-        return env.get("ANTHROPIC_VERTEX_BASE_URL"), problems
-    base_url = env.get("ANTHROPIC_BASE_URL")
-    if not base_url:
-        return None, problems
-    usable = is_http_url(base_url)
-    if not usable:
-        problems.append("ANTHROPIC_BASE_URL must be an http:// or https:// URL with a host")
-    if not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
-        problems.append(
-            "ANTHROPIC_BASE_URL is set but neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN "
-            "reaches the worker: claude would answer 'Not logged in'"
-        )
-    return base_url if usable else None, problems
 
 
 #: Where claude finds a login besides its credentials file (``doctor``).
@@ -395,10 +277,62 @@ class Claude(CLIAdapter):
         return argv(req, session_id=str(req.session_id), resume=resume, schema_text=schema)
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
-        return observe(reading, event)
+        """Fold one event into ``reading``; True unless it is API retry chatter."""
+        session_id = event.get("session_id")
+        if isinstance(session_id, str) and session_id and reading.session_id is None:
+            reading.session_id = session_id
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "api_retry":
+            return False
+        if kind == "assistant" and isinstance(event.get("error"), str):
+            reading.signals.add_error(event["error"])
+        if kind == "assistant":
+            _read_message(reading, event)
+        if kind == "rate_limit_event":
+            reading.limit = rate_limit_of(event) or reading.limit
+            return False
+        if kind == "result":
+            reading.finished = True
+            report = result_usage_of(event, reading.session_id)
+            if report is not None:
+                reading.usage.append(report)
+            if event.get("is_error") is True:
+                said = limit_of(
+                    str(event.get("result") or ""), reading.clock(), reading.zone, reading.limit
+                )
+                reading.limit = said or reading.limit
+            if event.get("is_error") is True:
+                reading.signals.result_is_error = True
+                for text in [event.get("result"), *(event.get("errors") or [])]:
+                    if text:
+                        reading.signals.add_error(str(text))
+            else:
+                reading.candidate = result_object(event.get("structured_output")) or result_object(
+                    event.get("result")
+                )
+                if reading.candidate is None:
+                    reading.unanswered = NO_STRUCTURED_OUTPUT
+        return True
 
     def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
-        track_tools(tools, event)
+        """Keep ``tools`` the ids of the ``tool_use`` blocks of assistant messages not yet
+        answered by a ``tool_result`` of a user message: while a Bash call runs, claude
+        prints nothing until it returns (docs/ARCHITECTURE.md §6)."""
+        kind = event.get("type")
+        if kind == "result":
+            tools.clear()
+            return
+        if kind not in ("assistant", "user"):
+            return
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if kind == "assistant" and block.get("type") == "tool_use":
+                tools.add(str(block.get("id")))
+            elif kind == "user" and block.get("type") == "tool_result":
+                tools.discard(str(block.get("tool_use_id")))
 
     def root_refusal(
         self,
@@ -406,15 +340,66 @@ class Claude(CLIAdapter):
         euid: int | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> str | None:
-        return root_refusal(run_as, euid, environ)
+        """Why a claude lane cannot start here, or None.
+
+        Claude refuses ``--dangerously-skip-permissions`` as root unless the
+        environment declares a disposable sandbox (``IS_SANDBOX=1`` or
+        ``CLAUDE_CODE_BUBBLEWRAP=1``, the CLI's own two escapes). Without a worker
+        user or such a declaration the lane must fail at once with this message
+        instead of a bare exit 1.
+        """
+        if run_as or (os.geteuid() if euid is None else euid) != 0:
+            return None
+        if sandbox_declared(os.environ if environ is None else environ):
+            return None
+        return (
+            "claude refuses --dangerously-skip-permissions as root; set worker_user "
+            "(LANE_RUNNER_WORKER_USER) to an unprivileged user, or export IS_SANDBOX=1 "
+            "if this host is a disposable sandbox"
+        )
 
     def gateway(
         self, settings: Mapping[str, Any], env: Mapping[str, str]
     ) -> tuple[str | None, list[str]]:
-        return gateway(settings, env)
+        """Where claude will send its requests with the worker's environment ``env`` (None:
+        Anthropic's own API, or the cloud's default endpoint), and what will stop it.
 
-    def settings_file(self) -> str | None:
-        return settings_text()
+        ``ANTHROPIC_BASE_URL`` names an Anthropic-compatible gateway, which takes the key of
+        ``ANTHROPIC_API_KEY`` (``x-api-key``) or ``ANTHROPIC_AUTH_TOKEN`` (a bearer token);
+        without either claude answers "Not logged in". ``CLAUDE_CODE_USE_BEDROCK`` and
+        ``CLAUDE_CODE_USE_VERTEX`` switch it to those clouds, which need their region (and
+        Vertex its project) in the environment.
+        """
+        problems: list[str] = []
+        if _on(env.get("CLAUDE_CODE_USE_BEDROCK")):
+            if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
+                problems.append(
+                    "CLAUDE_CODE_USE_BEDROCK needs AWS_REGION in the worker's environment"
+                )
+            return env.get("ANTHROPIC_BEDROCK_BASE_URL"), problems
+        if _on(env.get("CLAUDE_CODE_USE_VERTEX")):
+            problems += [
+                f"CLAUDE_CODE_USE_VERTEX needs {name} in the worker's environment"
+                for name in ("CLOUD_ML_REGION", "ANTHROPIC_VERTEX_PROJECT_ID")
+                if not env.get(name)
+            ]
+            return env.get("ANTHROPIC_VERTEX_BASE_URL"), problems
+        base_url = env.get("ANTHROPIC_BASE_URL")
+        if not base_url:
+            return None, problems
+        usable = is_http_url(base_url)
+        if not usable:
+            problems.append("ANTHROPIC_BASE_URL must be an http:// or https:// URL with a host")
+        if not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
+            problems.append(
+                "ANTHROPIC_BASE_URL is set but neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN "
+                "reaches the worker: claude would answer 'Not logged in'"
+            )
+        return base_url if usable else None, problems
+
+    def settings_file(self) -> str:
+        """The settings file's content, as the runner writes it for ``--settings``."""
+        return json.dumps(SETTINGS, indent=2) + "\n"
 
     def login(
         self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
@@ -444,25 +429,24 @@ class Claude(CLIAdapter):
         return event.get("type") in ("system", "result", "assistant", "user")
 
     def describe(self, event: dict[str, Any]) -> str | None:
-        return describe(event)
+        """One event for people: messages part by part, tool calls to their target."""
+        kind = event.get("type")
+        if kind == "system":
+            if event.get("subtype") == "init":
+                return f"claude session {event.get('session_id')} ({event.get('model')})"
+            return f"system {event.get('subtype')}"
+        if kind == "result":
+            verdict = "FAILED" if event.get("is_error") else "done"
+            return f"result {verdict}: {shortened(event.get('result'))}"
+        message = event.get("message")
+        if kind not in ("assistant", "user") or not isinstance(message, dict):
+            return shortened(orjson.dumps(event).decode())
+        parts = [
+            _part(kind, part) for part in message.get("content") or [] if isinstance(part, dict)
+        ]
+        shown = [part for part in parts if part]
+        return "\n".join(shown) if shown else None
 
-
-def describe(event: dict[str, Any]) -> str | None:
-    """One event for people: messages part by part, tool calls to their target."""
-    kind = event.get("type")
-    if kind == "system":
-        if event.get("subtype") == "init":
-            return f"claude session {event.get('session_id')} ({event.get('model')})"
-        return f"system {event.get('subtype')}"
-    if kind == "result":
-        verdict = "FAILED" if event.get("is_error") else "done"
-        return f"result {verdict}: {shortened(event.get('result'))}"
-    message = event.get("message")
-    if kind not in ("assistant", "user") or not isinstance(message, dict):
-        return shortened(orjson.dumps(event).decode())
-    parts = [_part(kind, part) for part in message.get("content") or [] if isinstance(part, dict)]
-    shown = [part for part in parts if part]
-    return "\n".join(shown) if shown else None
 
 
 def _part(kind: str, part: dict[str, Any]) -> str | None:

@@ -68,40 +68,6 @@ _TRY_AGAIN = re.compile(
 _USAGE_LIMIT = re.compile(r"usage limit", re.I)
 
 
-def overrides(table: Mapping[str, Any]) -> dict[str, Any]:
-    """``codex_config`` as flat ``dotted.key: value`` pairs, each one ``-c key=value``.
-
-    Nested tables are walked down to their leaves, so ``model_providers.gateway`` adds
-    one provider to those of the worker's own ``config.toml`` instead of replacing the
-    whole table. ValueError names a key codex must not get from here.
-    """
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, node: Mapping[str, Any]) -> None:
-        for key, value in node.items():
-            path = f"{prefix}{key}"
-            if not _KEY_SEGMENT.fullmatch(key):
-                raise ValueError(f"{path!r}: key parts are letters, digits, '_' and '-'")
-            if isinstance(value, dict) and value:
-                walk(f"{path}.", value)
-                continue
-            if path in ROUTED_KEYS:
-                raise ValueError(f"{path!r} is chosen by the router for each attempt")
-            if path in POSTURE_KEYS:
-                raise ValueError(f"{path!r} is chosen by codex_sandbox (docs/security.md)")
-            if redact.SECRET_NAME.search(key) or redact.url(str(value)) != str(value):
-                # On the command line every local user could read it (/proc/<pid>/cmdline).
-                raise ValueError(
-                    f"{path!r} would put a credential on codex's command line, which every "
-                    "local user can read; name a variable instead (env_key, env_http_headers) "
-                    "and set it in codex_env"
-                )
-            toml_literal(value)  # refuses what has no TOML spelling
-            flat[path] = value
-
-    walk("", table)
-    return flat
-
 
 def toml_literal(value: Any) -> str:
     """``value`` as codex parses a ``-c`` value: TOML (strings, numbers, booleans, arrays,
@@ -127,42 +93,6 @@ def override_flags(settings: Mapping[str, Any]) -> list[str]:
     pairs = (f"{key}={toml_literal(value)}" for key, value in settings.items())
     return [arg for pair in pairs for arg in ("-c", pair)]
 
-
-def gateway(settings: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, list[str]]:
-    """Where codex will send its requests under ``codex_config`` and the worker's
-    environment ``env`` (None: OpenAI itself), and what will stop it from starting.
-
-    Each problem is what codex would otherwise say at the first attempt ("Model
-    provider `x` not found", "Missing environment variable", "`wire_api = "chat"` is no
-    longer supported"), found before any task is spent on it.
-    """
-    provider = str(settings.get("model_provider") or "openai")
-    prefix = f"model_providers.{provider}."
-    table = {key[len(prefix):]: value for key, value in settings.items() if key.startswith(prefix)}
-    problems: list[str] = []
-    if provider in BUILT_IN_PROVIDERS and not table:
-        return None, problems
-    if not table:
-        if not _worker_defines(provider, env):
-            problems.append(
-                f"model_provider {provider!r} is defined neither in codex_config nor in the "
-                f"worker's codex config.toml: codex would say 'Model provider `{provider}` "
-                "not found'"
-            )
-        return None, problems
-    base_url = table.get("base_url")
-    if not isinstance(base_url, str) or not is_http_url(base_url):
-        problems.append(f"{prefix}base_url must be an http:// or https:// URL with a host")
-        base_url = None
-    if table.get("wire_api", "responses") != "responses":
-        problems.append(f'{prefix}wire_api: this codex speaks only wire_api = "responses"')
-    for variable in _variables(table):
-        if not env.get(variable):
-            problems.append(
-                f"{variable} (named by {prefix[:-1]}) does not reach the worker: set it in "
-                "codex_env, or export it and add it to worker_env"
-            )
-    return base_url, problems
 
 
 def _worker_defines(provider: str, env: Mapping[str, str]) -> bool:
@@ -274,59 +204,6 @@ def rules_file(env: Mapping[str, str]) -> Path:
 TOOL_ITEMS = frozenset({"command_execution"})
 
 
-def track_tools(tools: set[str], event: dict[str, Any]) -> None:
-    """Keep ``tools`` the ids of the command executions begun and not yet completed: while
-    one is in flight, codex prints nothing until the command ends (docs/ARCHITECTURE.md §6)."""
-    kind, item = event.get("type"), event.get("item")
-    if kind in ("turn.completed", "turn.failed"):
-        tools.clear()
-        return
-    if not isinstance(item, dict) or item.get("type") not in TOOL_ITEMS:
-        return
-    item_id = item.get("id")
-    if not isinstance(item_id, str):
-        return
-    if kind == "item.started":
-        tools.add(item_id)
-    elif kind == "item.completed":
-        tools.discard(item_id)
-
-
-def observe(reading: Reading, event: dict[str, Any]) -> bool:
-    """Fold one event into ``reading``; True when it is meaningful progress."""
-    kind = event.get("type")
-    if kind == "thread.started":
-        thread_id = event.get("thread_id")
-        if isinstance(thread_id, str) and thread_id:
-            reading.session_id = thread_id
-        return True
-    if kind == "error":
-        message = str(event.get("message", ""))
-        reading.signals.add_error(message)
-        reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
-        return False
-    if kind == "turn.failed":
-        error = event.get("error")
-        message = str((error.get("message") if isinstance(error, dict) else error) or "")
-        reading.signals.add_error(message or "turn failed")
-        reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
-        reading.finished = True
-        return True
-    if kind == "turn.completed":
-        reading.finished = True
-        report = usage_of(event, reading.session_id, reading.model)
-        if report is not None:
-            reading.usage.append(report)
-        if reading.candidate is None:
-            reading.unanswered = NO_FINAL_MESSAGE
-        return True
-    item = event.get("item")
-    if isinstance(item, dict) and item.get("type") == "error":
-        return False  # a warning item ("Falling back from WebSockets..."): not work
-    if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
-        reading.candidate = result_object(item.get("text")) or reading.candidate
-    return True
-
 
 def usage_of(event: dict[str, Any], thread_id: str | None, model: str) -> UsageReport | None:
     """``turn.completed.usage`` as a report: the thread's running total (a resumed thread
@@ -365,25 +242,6 @@ def limit_of(text: str, now: float, zone_name: str | None) -> LimitNotice | None
     )
     return LimitNotice(text[:500], moment)
 
-
-def file_result(result_file: Path) -> dict[str, Any] | None:
-    """The ``-o`` file's result object: the authoritative answer when present."""
-    try:
-        # The worker may own this directory: a link or FIFO there is moved aside, not read.
-        data = files.read(result_file, MAX_RESULT_FILE_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        log.warning(
-            "codex result file %s unreadable, the stream's answer stands: %s", result_file, error
-        )
-        return None
-    if len(data) > MAX_RESULT_FILE_BYTES:
-        log.warning(
-            "codex result file %s exceeds %d bytes; ignored", result_file, MAX_RESULT_FILE_BYTES
-        )
-        return None
-    return result_object(data.decode("utf-8", "replace"))
 
 
 class Codex(CLIAdapter):
@@ -435,7 +293,38 @@ class Codex(CLIAdapter):
     gave_up_texts = (r"^\s*reconnecting\.\.\. waiting for network",)
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
-        return overrides(table)
+        """``codex_config`` as flat ``dotted.key: value`` pairs, each one ``-c key=value``.
+
+        Nested tables are walked down to their leaves, so ``model_providers.gateway`` adds
+        one provider to those of the worker's own ``config.toml`` instead of replacing the
+        whole table. ValueError names a key codex must not get from here.
+        """
+        flat: dict[str, Any] = {}
+
+        def walk(prefix: str, node: Mapping[str, Any]) -> None:
+            for key, value in node.items():
+                path = f"{prefix}{key}"
+                if not _KEY_SEGMENT.fullmatch(key):
+                    raise ValueError(f"{path!r}: key parts are letters, digits, '_' and '-'")
+                if isinstance(value, dict) and value:
+                    walk(f"{path}.", value)
+                    continue
+                if path in ROUTED_KEYS:
+                    raise ValueError(f"{path!r} is chosen by the router for each attempt")
+                if path in POSTURE_KEYS:
+                    raise ValueError(f"{path!r} is chosen by codex_sandbox (docs/security.md)")
+                if redact.SECRET_NAME.search(key) or redact.url(str(value)) != str(value):
+                    # On the command line every local user could read it (/proc/<pid>/cmdline).
+                    raise ValueError(
+                        f"{path!r} would put a credential on codex's command line, which every "
+                        "local user can read; name a variable instead (env_key, env_http_headers) "
+                        "and set it in codex_env"
+                    )
+                toml_literal(value)  # refuses what has no TOML spelling
+                flat[path] = value
+
+        walk("", table)
+        return flat
 
     def prepare(self, req: ProviderRequest) -> None:
         """The deny list as a rules file in the worker's codex home, written as the
@@ -449,18 +338,121 @@ class Codex(CLIAdapter):
         return argv(req, thread_id=req.session_id if resume else None, result_file=result_file)
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
-        return observe(reading, event)
+        """Fold one event into ``reading``; True when it is meaningful progress."""
+        kind = event.get("type")
+        if kind == "thread.started":
+            thread_id = event.get("thread_id")
+            if isinstance(thread_id, str) and thread_id:
+                reading.session_id = thread_id
+            return True
+        if kind == "error":
+            message = str(event.get("message", ""))
+            reading.signals.add_error(message)
+            reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
+            return False
+        if kind == "turn.failed":
+            error = event.get("error")
+            message = str((error.get("message") if isinstance(error, dict) else error) or "")
+            reading.signals.add_error(message or "turn failed")
+            reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
+            reading.finished = True
+            return True
+        if kind == "turn.completed":
+            reading.finished = True
+            report = usage_of(event, reading.session_id, reading.model)
+            if report is not None:
+                reading.usage.append(report)
+            if reading.candidate is None:
+                reading.unanswered = NO_FINAL_MESSAGE
+            return True
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "error":
+            return False  # a warning item ("Falling back from WebSockets..."): not work
+        if (
+            kind == "item.completed"
+            and isinstance(item, dict)
+            and item.get("type") == "agent_message"
+        ):
+            reading.candidate = result_object(item.get("text")) or reading.candidate
+        return True
 
     def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
-        track_tools(tools, event)
+        """Keep ``tools`` the ids of the command executions begun and not yet completed: while
+        one is in flight, codex prints nothing until the command ends (docs/ARCHITECTURE.md §6)."""
+        kind, item = event.get("type"), event.get("item")
+        if kind in ("turn.completed", "turn.failed"):
+            tools.clear()
+            return
+        if not isinstance(item, dict) or item.get("type") not in TOOL_ITEMS:
+            return
+        item_id = item.get("id")
+        if not isinstance(item_id, str):
+            return
+        if kind == "item.started":
+            tools.add(item_id)
+        elif kind == "item.completed":
+            tools.discard(item_id)
 
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
-        return file_result(result_file)
+        """The ``-o`` file's result object: the authoritative answer when present."""
+        try:
+            # The worker may own this directory: a link or FIFO there is moved aside, not read.
+            data = files.read(result_file, MAX_RESULT_FILE_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            log.warning(
+                "codex result file %s unreadable, the stream's answer stands: %s",
+                result_file,
+                error,
+            )
+            return None
+        if len(data) > MAX_RESULT_FILE_BYTES:
+            log.warning(
+                "codex result file %s exceeds %d bytes; ignored", result_file, MAX_RESULT_FILE_BYTES
+            )
+            return None
+        return result_object(data.decode("utf-8", "replace"))
 
     def gateway(
         self, settings: Mapping[str, Any], env: Mapping[str, str]
     ) -> tuple[str | None, list[str]]:
-        return gateway(settings, env)
+        """Where codex will send its requests under ``codex_config`` and the worker's
+        environment ``env`` (None: OpenAI itself), and what will stop it from starting.
+
+        Each problem is what codex would otherwise say at the first attempt ("Model
+        provider `x` not found", "Missing environment variable", "`wire_api = "chat"` is no
+        longer supported"), found before any task is spent on it.
+        """
+        provider = str(settings.get("model_provider") or "openai")
+        prefix = f"model_providers.{provider}."
+        table = {
+            key[len(prefix):]: value for key, value in settings.items() if key.startswith(prefix)
+        }
+        problems: list[str] = []
+        if provider in BUILT_IN_PROVIDERS and not table:
+            return None, problems
+        if not table:
+            if not _worker_defines(provider, env):
+                problems.append(
+                    f"model_provider {provider!r} is defined neither in codex_config nor in the "
+                    f"worker's codex config.toml: codex would say 'Model provider `{provider}` "
+                    "not found'"
+                )
+            return None, problems
+        base_url = table.get("base_url")
+        if not isinstance(base_url, str) or not is_http_url(base_url):
+            problems.append(f"{prefix}base_url must be an http:// or https:// URL with a host")
+            base_url = None
+        if table.get("wire_api", "responses") != "responses":
+            problems.append(f'{prefix}wire_api: this codex speaks only wire_api = "responses"')
+        for variable in _variables(table):
+            if not env.get(variable):
+                problems.append(
+                    f"{variable} (named by {prefix[:-1]}) does not reach the worker: set it in "
+                    "codex_env, or export it and add it to worker_env"
+                )
+        return base_url, problems
 
     def login(
         self, executable: Path, runs: RunsAs, env: Mapping[str, str], run: RunCommand
@@ -482,39 +474,36 @@ class Codex(CLIAdapter):
         )
 
     def describe(self, event: dict[str, Any]) -> str | None:
-        return describe(event)
+        """One event for people: tool calls to their command or path, markers to None."""
+        kind = event.get("type")
+        item = mapping(event.get("item"))
+        if kind == "thread.started":
+            return f"codex thread {event.get('thread_id')}"
+        if kind == "turn.completed":
+            usage = mapping(event.get("usage"))
+            tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
+            return f"turn completed ({tokens})"
+        if kind == "turn.failed":
+            error = event.get("error")
+            said = error.get("message") if isinstance(error, dict) else error
+            return f"turn FAILED: {shortened(said)}"
+        if kind == "error":
+            return f"error: {shortened(event.get('message'))}"
+        if kind != "item.completed":
+            return None
+        what = item.get("type")
+        if what == "command_execution":
+            return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
+        if what == "file_change":
+            changes = item.get("changes") or []
+            paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
+            return f"edit {shortened(paths)}"
+        if what == "agent_message":
+            return f"codex: {shortened(item.get('text'))}"
+        if what == "reasoning":
+            return f"(thinking) {shortened(item.get('text'))}"
+        return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
 
-
-def describe(event: dict[str, Any]) -> str | None:
-    """One event for people: tool calls to their command or path, markers to None."""
-    kind = event.get("type")
-    item = mapping(event.get("item"))
-    if kind == "thread.started":
-        return f"codex thread {event.get('thread_id')}"
-    if kind == "turn.completed":
-        usage = mapping(event.get("usage"))
-        tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
-        return f"turn completed ({tokens})"
-    if kind == "turn.failed":
-        error = event.get("error")
-        said = error.get("message") if isinstance(error, dict) else error
-        return f"turn FAILED: {shortened(said)}"
-    if kind == "error":
-        return f"error: {shortened(event.get('message'))}"
-    if kind != "item.completed":
-        return None
-    what = item.get("type")
-    if what == "command_execution":
-        return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
-    if what == "file_change":
-        changes = item.get("changes") or []
-        paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
-        return f"edit {shortened(paths)}"
-    if what == "agent_message":
-        return f"codex: {shortened(item.get('text'))}"
-    if what == "reasoning":
-        return f"(thinking) {shortened(item.get('text'))}"
-    return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
 
 
 ADAPTER = Codex()

@@ -34,7 +34,7 @@ import orjson
 
 from lane_runner.errors import LaneRunnerError
 from lane_runner.router.route import bounded
-from lane_runner.run import git
+from lane_runner.run import git, gitlock
 
 log = logging.getLogger(__name__)
 TASK_TRAILER = "Lane-Task"
@@ -230,6 +230,7 @@ def deliver(
     holds uncommitted (an empty commit when it holds nothing: it still carries the result)."""
     made = find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
     if made is None:
+        gitlock.clear_stale(worktree, branch, owner)  # a killed git's, or nothing commits
         made = commit(worktree, facts.message(), author, owner)
     return describe(worktree, branch, base, made, owner)
 

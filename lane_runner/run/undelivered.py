@@ -150,7 +150,14 @@ def reconcile(
     through another run (another home's, finding it on the branch) or a later answer:
     stale, it would otherwise stay ``accepted`` for ever. Run by recovery, with the home
     lock held, and by the cleanup sweep for the tasks it finds done (never one of this
-    home's runs at work: its task is not done)."""
+    home's runs at work: its task is not done).
+
+    A state whose delivering run (``run``: the accepting one, or a later run of this home
+    that took an earlier run's result up) completed the task is not stale: its pending
+    record reached the board (recovery finalized it) before the state said ``journaled``,
+    and this home still owes the result's push and ``after_done`` hook, which the cleanup
+    sweep runs from it (``cleanup.Tidy``). Cleared, they would never run (the crash
+    campaign found both)."""
     cleared: list[Reconciled] = []
     for task_id in _with_states(lanes_dir) if task_ids is None else task_ids:
         state = lanestate.saved(lanes_dir, slug, task_id)
@@ -161,7 +168,7 @@ def reconcile(
             by = superseded_by(accepted, board.runs(task_id))
         except NotFound:
             continue  # a task the board no longer has: its state goes with cleanup
-        if by is None:
+        if by is None or by == state.delivery["run"]:
             continue
         state.delivery = None
         name = journal_names.lane_state(task_id)

@@ -1,6 +1,6 @@
 """Prometheus metrics, served on an opt-in port (config ``metrics_port``, loopback
 unless ``metrics_address`` says otherwise), with the probes ``/healthz`` and
-``/readyz`` beside them (``health.py``).
+``/readyz`` beside them (``probes.py``).
 
 One dedicated registry (never the process-global one, so tests and embedders
 see only lane-runner's series), named objects below, and helpers so each call
@@ -22,7 +22,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from journal import RecoveryReport
 from lane_runner.providers.model import Classification
-from lane_runner.service.health import Health, Verdict
+from lane_runner.service.probes import Health, Verdict
 from lane_runner.usage.record import Record
 
 REGISTRY = CollectorRegistry()

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from bench.campaign.drive import Plan
-from bench.campaign.evidence import ours
+from bench.campaign.evidence import ours, result_commits
 from bench.campaign.schedule import HOMES, MAX_DELAY, schedule, task_body
+from bench.campaign.site import BOARD
 from bench.campaign.tally import Edge, Evidence, ResultCommit, count
+from tests.harness import git
 
 
 def test_a_seed_gives_the_same_schedule_every_time() -> None:
@@ -155,3 +157,35 @@ def test_a_process_working_in_the_campaign_is_found_until_it_ends(tmp_path: Path
         sleeper.kill()
         sleeper.wait()
     assert not any(line.startswith(f"{sleeper.pid}:") for line in ours(tmp_path))
+
+
+def test_a_commit_made_and_gone_is_lost() -> None:
+    counted = count(Evidence(tasks={"t-1": "done"}, delivered={"t-1": 1},
+                             commits=CLEAN.commits, pushes=CLEAN.pushes,
+                             after_done=CLEAN.after_done, cli_runs=CLEAN.cli_runs,
+                             vanished=("f" * 40,)))
+    assert counted.lost == 1
+    assert counted.examples["lost"] == (f"commit {'f' * 40} (made, not in the repository)",)
+
+
+def test_the_repository_is_read_past_a_worktree_whose_head_names_no_object(
+    tmp_path: Path,
+) -> None:
+    """A ``git worktree add`` killed halfway can leave a HEAD naming an object the
+    repository lacks: ``git log --all`` then exits 128 and the campaign had no counts. The
+    evidence reads every other ref and worktree, and a commit seen made but absent is
+    reported, not a crash."""
+    repo = tmp_path / "repo"
+    git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "base", cwd=repo)
+    message = f"result\n\nLane-Task: {BOARD}/t-1\nLane-Run: 3\n"
+    git("commit", "-q", "--allow-empty", "-m", message, cwd=repo)
+    made = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    git("worktree", "add", "-q", str(tmp_path / "half"), "-b", "half", cwd=repo)
+    (repo / ".git" / "worktrees" / "half" / "HEAD").write_text("1" * 40 + "\n")
+    assert subprocess.run(["git", "log", "--all"], cwd=repo, capture_output=True).returncode
+    gone = "2" * 40
+    commits, vanished = result_commits(repo, {made: 1.0, gone: 2.0})
+    assert [(c.sha, c.task, c.run, c.made_at) for c in commits] == [(made, "t-1", 3, 1.0)]
+    assert vanished == (gone,)

@@ -38,7 +38,7 @@ def _sqlite(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 
 
 def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
-    from lane_runner.board.postgres import PostgresStore
+    from lane_runner.board.postgres.store import PostgresStore
 
     url: str = request.getfixturevalue("postgres_database")
     return lambda: PostgresStore(url, failure_limit=FAILURE_LIMIT, clock=clock)
@@ -47,7 +47,7 @@ def _postgres(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 def _pgbouncer(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
     """PostgreSQL through a PgBouncer in transaction mode: no LISTEN there, so stores poll."""
     from bench.pgbouncer import through
-    from lane_runner.board.postgres import PostgresStore
+    from lane_runner.board.postgres.store import PostgresStore
 
     port: int = request.getfixturevalue("pgbouncer")
     url = through(request.getfixturevalue("postgres_database"), port)
@@ -55,7 +55,7 @@ def _pgbouncer(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
 
 
 def _hermes(request: pytest.FixtureRequest, clock: Clock) -> StoreOpener:
-    from lane_runner.board.hermes import HermesStore
+    from lane_runner.board.hermes.store import HermesStore
 
     template: Path = request.getfixturevalue("hermes_template")
     home = hermes_backend.copy_home(template, request.getfixturevalue("tmp_path"))

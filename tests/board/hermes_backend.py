@@ -22,7 +22,8 @@ from unittest import mock
 
 import pytest
 
-from lane_runner.board.hermes import HermesBoard, HermesStore
+from lane_runner.board.hermes.board import HermesBoard
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.board.model import NewTask, Task
 
 T = TypeVar("T")

@@ -395,7 +395,7 @@ def test_block(board: Board, kind: BlockKind) -> None:
     assert board.block(run.id, "needs a key", kind)
     task = board.get_task("t")
     assert (task.status, task.block_reason) == (Status.BLOCKED, "needs a key")
-    # Hermes has no budget kind: a spent budget waits for a person there (hermes_rows.py)
+    # Hermes has no budget kind: a spent budget waits for a person there (board/hermes/rows.py)
     hermes_budget = isinstance(board, HostedBoard) and kind is BlockKind.BUDGET
     assert task.block_kind is (BlockKind.NEEDS_INPUT if hermes_budget else kind)
     assert (task.current_run_id, task.failure_count) == (None, 1)

@@ -11,9 +11,9 @@ import pytest
 
 from lane_runner.board.base import Board, Store
 from lane_runner.board.model import BlockKind, NewTask, Outcome, Status
-from lane_runner.board.postgres import MIGRATIONS as PG_MIGRATIONS
-from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import CONTROLS_STEP
+from lane_runner.board.postgres.schema import MIGRATIONS as PG_MIGRATIONS
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.schema import CONTROLS_STEP
 from lane_runner.board.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.errors import UsageError

@@ -18,9 +18,10 @@ from psycopg_pool import ConnectionPool
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import CompleteOutcome, NewTask
-from lane_runner.board.pg_transitions import LANES
-from lane_runner.board.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
-from lane_runner.board.sql import upgrade
+from lane_runner.board.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.postgres.transitions import LANES
+from lane_runner.board.sql.schema import upgrade
 from lane_runner.config import load
 from lane_runner.errors import UsageError
 

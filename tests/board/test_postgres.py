@@ -10,8 +10,9 @@ import pytest
 from lane_runner.board import open_store
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import SCHEMA_VERSION, PostgresStore
-from lane_runner.board.sql import pyformat
+from lane_runner.board.postgres.schema import SCHEMA_VERSION
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.dialect import pyformat
 from lane_runner.config import load
 
 UNREACHABLE = "postgresql://postgres:secret@127.0.0.1:1/nowhere"  # nothing listens on port 1
@@ -88,7 +89,7 @@ def test_a_follower_of_events_never_skips_one_committed_late(
     import threading
 
     from lane_runner.board.model import Event, NewTask
-    from lane_runner.board.sql import SqlBoard
+    from lane_runner.board.sql.board import SqlBoard
 
     slow_pod, fast_pod, follower = (PostgresStore(postgres_database) for _ in range(3))
     try:

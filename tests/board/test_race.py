@@ -19,7 +19,7 @@ TASKS = 500
 
 
 def _postgres(url: str) -> Store:
-    from lane_runner.board.postgres import PostgresStore
+    from lane_runner.board.postgres.store import PostgresStore
 
     return PostgresStore(url, connections=2)
 

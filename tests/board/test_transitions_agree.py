@@ -1,7 +1,7 @@
 """PostgreSQL's server-side transitions agree with the reference, step by step.
 
-``board/pg_transitions.py`` restates claim, heartbeat and completion in PL/pgSQL;
-``board/sql.py`` is the reference (and SQLite's implementation). One random
+``board/postgres/transitions.py`` restates claim, heartbeat and completion in PL/pgSQL;
+``board/sql/`` is the reference (and SQLite's implementation). One random
 sequence of operations (stale and unknown run ids, parents, assignees, pauses,
 replays) runs on two boards at once, each in a database of its own (run ids come
 from one sequence per database): through the reference
@@ -59,7 +59,7 @@ OPERATION = st.one_of(
 
 @pytest.fixture
 def stores(new_postgres_database: Callable[[], str]) -> Iterator[dict[str, Store]]:
-    from lane_runner.board.postgres import PostgresStore
+    from lane_runner.board.postgres.store import PostgresStore
 
     clock = Clock()
     opened: dict[str, Store] = {

@@ -31,6 +31,8 @@ import pytest
 from lane_runner.providers import ProviderRequest, claude, worker_environment
 from schemas import load_bytes
 
+CLAUDE = claude.ADAPTER
+
 #: Set in every contract process's environment; leftovers are found by it.
 MARK_VARIABLE = "LANE_CONTRACT_MARK"
 
@@ -138,7 +140,7 @@ RequestFactory = Callable[..., ProviderRequest]
 def real_request(scratch: Scratch) -> RequestFactory:
     """A ``ProviderRequest`` for the real CLI, as the runner builds one, run as the worker."""
     schema = scratch.file("worker-result.wire.json", load_bytes("worker-result.wire.json"))
-    settings = scratch.file("claude-settings.json", claude.settings_text().encode())
+    settings = scratch.file("claude-settings.json", CLAUDE.settings_file().encode())
     home = scratch.path("home", directory=True)
     workspace = scratch.path("workspace", directory=True)
     counter = iter(range(1, 1000))

@@ -17,13 +17,15 @@ import pytest
 from journal import RetentionPolicy
 from lane_runner.board.model import Status
 from lane_runner.cli import doctor
+from lane_runner.cli.checks import Level
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from lane_runner.run import cleanup, followup, keeping, workspace
+from lane_runner.run import cleanup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service import diskuse
 from lane_runner.service.services import Services
 from lane_runner.usage import record
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
+from tests.daemon.test_push import bare_remote, done_before_its_follow_ups
 from tests.harness import BOARD, Lane, git
 
 DAY = 86400.0
@@ -87,7 +89,7 @@ def test_a_worktree_holding_uncommitted_changes_is_kept_past_retention_and_named
     assert keeping.recorded(lane.home) == [keeping.Kept(f"{BOARD}/{done}", str(worktree), why)]
     [warned] = [c for c in doctor.home_checks(services.cfg, lane.home)
                 if c.name == "kept worktrees"]
-    assert warned.level is doctor.Level.WARN and f"{BOARD}/{done} at {worktree}" in warned.detail
+    assert warned.level is Level.WARN and f"{BOARD}/{done} at {worktree}" in warned.detail
 
     git("add", "scratch.txt", cwd=worktree)
     git("commit", "-qm", "kept by hand", cwd=worktree)
@@ -140,19 +142,10 @@ class Stop(BaseException):
 def test_follow_ups_a_result_missed_are_run_by_the_sweep_then_the_branch_may_go(
     services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
-    remote = lane.root / "remote.git"
-    git("init", "-q", "--bare", str(remote), cwd=lane.root)
-    git("remote", "add", "origin", str(remote), cwd=lane.repo)
+    remote = bare_remote(lane)
     services.cfg = services.cfg.replace(push="on_done", delete_branches=True)
     task = lane.add("stopped before its push")
-
-    def stop(*args: object) -> None:
-        raise Stop
-
-    with monkeypatch.context() as patch:
-        patch.setattr(followup, "follow_up", stop)
-        with pytest.raises(Stop):
-            RunExecutor(services, claim(services, lane)).execute()
+    done_before_its_follow_ups(services, lane, monkeypatch)
     assert lane.board.get_task(task.id).status is Status.DONE
     assert lane.lane_state(task.id)["delivery"]["stage"] == "journaled"  # type: ignore[index]
     branch = workspace.branch_name(BOARD, task.id)

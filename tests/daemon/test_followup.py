@@ -17,10 +17,11 @@ import orjson
 import pytest
 
 from journal import RetentionPolicy
-from lane_runner.board.model import Status
-from lane_runner.board.sql import SqlBoard
-from lane_runner.run import cleanup, workspace
+from lane_runner.board.model import Outcome, Status
+from lane_runner.board.sql.board import SqlBoard
+from lane_runner.run import cleanup, lanestate, workspace
 from lane_runner.run.executor import RunExecutor
+from lane_runner.service import recovery
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.harness import BOARD, Lane, git
@@ -102,6 +103,18 @@ def test_a_kill_9_during_after_done_runs_it_again_with_its_key_and_nothing_else_
     assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
 
 
+def push_and_after_done_counted(services: Services, lane: Lane) -> tuple[Path, Path]:  # noqa: F811
+    """Push on done to a bare remote and an after_done hook, each recording its key: the
+    two logs."""
+    bare_remote(lane)
+    pushes = count_pushes(lane)
+    hooked = lane.root / "after_done.log"
+    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
+        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
+    }})
+    return pushes, hooked
+
+
 class Stop(BaseException):
     """The runner stopping dead at one point (what a kill -9 leaves, in process)."""
 
@@ -112,12 +125,7 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     """The runner dies after the board took the push comment and before its end was saved:
     the sweep finds the comment's key on the board and does not write it again, nor push
     again; after_done, which never began, runs once."""
-    bare_remote(lane)
-    pushes = count_pushes(lane)
-    hooked = lane.root / "after_done.log"
-    services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
-        "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'
-    }})
+    pushes, hooked = push_and_after_done_counted(services, lane)
     task = lane.add("dies after its comment")
     original = SqlBoard.comment
 
@@ -137,5 +145,45 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     assert report.followed_up == [f"{BOARD}/{task.id}"]
     [said] = follow_up_comments(lane.board, task.id)
     assert said.startswith("pushed branch ")
+    assert len(lines(pushes)) == 1 and lines(hooked) == lines(pushes)
+    assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("taken_up", [False, True], ids=["its-own", "an-earlier-runs"])
+def test_a_result_recovery_finalized_before_its_state_said_so_is_still_followed_up(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    taken_up: bool,
+) -> None:
+    """The runner dies after its pending record and before its lane state said
+    ``journaled`` (the crash campaign's find): recovery finalizes the record, so the task
+    is done through the state's delivering run, and the push and after_done are still
+    owed. Recovery keeps the state (it is not another home's delivery) and the sweep
+    follows up. ``taken_up``: the delivering run took up an earlier run's result, whose
+    runner stopped after its commit (``accepted_run`` is that earlier run)."""
+    pushes, hooked = push_and_after_done_counted(services, lane)
+    task = lane.add("dies between its pending record and its lane state")
+
+    def stop(*args: object) -> None:
+        raise Stop
+
+    if taken_up:
+        with monkeypatch.context() as patch:
+            patch.setattr(services.journal, "write_pending", stop)
+            with pytest.raises(Stop):
+                RunExecutor(services, claim(services, lane)).execute()
+        [run] = lane.board.runs(task.id)
+        lane.board.reclaim(run.id, "the runner restarted", Outcome.RECLAIMED)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lanestate.LaneState, "journaled", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, claim(services, lane)).execute()
+    assert lane.board.get_task(task.id).status is Status.RUNNING
+
+    result = recovery.recover(services)
+    assert result.reconciled == []
+    assert lane.board.get_task(task.id).status is Status.DONE
+    report = cleanup.sweep(services, POLICY, time.time(), lambda: False)
+    assert report.followed_up == [f"{BOARD}/{task.id}"]
     assert len(lines(pushes)) == 1 and lines(hooked) == lines(pushes)
     assert lane.lane_state(task.id)["delivery"]["stage"] == "followed"  # type: ignore[index]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lane_runner.cli.checks import Level
 from lane_runner.service.notify import Notifier
 
 
@@ -58,8 +59,8 @@ def test_doctor_passes_a_socket_that_listens_and_fails_one_that_does_not(
 
     path, sock = listener
     (passed,) = doctor.notify_check(Notifier(str(path)))
-    assert passed.level is doctor.Level.PASS
+    assert passed.level is Level.PASS
     assert sock.recv(4096) == b"STATUS=lane-runner doctor"
     (failed,) = doctor.notify_check(Notifier(str(tmp_path / "nobody.sock")))
-    assert failed.level is doctor.Level.FAIL and "NotifyAccess" in failed.fix
+    assert failed.level is Level.FAIL and "NotifyAccess" in failed.fix
     assert doctor.notify_check(Notifier("")) == []

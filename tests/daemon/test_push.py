@@ -86,14 +86,7 @@ def test_a_late_push_pushes_the_head_the_board_names_not_the_branchs_newer_tip(
     remote = bare_remote(lane)
     services.cfg = services.cfg.replace(push="on_done")
     task = lane.add("pushed late")
-
-    def stop(*args: object) -> None:
-        raise Stop
-
-    with monkeypatch.context() as patch:
-        patch.setattr(followup, "follow_up", stop)
-        with pytest.raises(Stop):
-            RunExecutor(services, claim(services, lane)).execute()
+    done_before_its_follow_ups(services, lane, monkeypatch)
     branch = workspace.branch_name(BOARD, task.id)
     result = ref(lane.repo, f"refs/heads/{branch}")
     assert result is not None
@@ -106,6 +99,20 @@ def test_a_late_push_pushes_the_head_the_board_names_not_the_branchs_newer_tip(
 
 class Stop(BaseException):
     """The runner stopping dead at one point."""
+
+
+def done_before_its_follow_ups(
+    services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """Run the next task to done and stop dead before its push and after_done."""
+
+    def stop(*args: object) -> None:
+        raise Stop
+
+    with monkeypatch.context() as patch:
+        patch.setattr(followup, "follow_up", stop)
+        with pytest.raises(Stop):
+            RunExecutor(services, claim(services, lane)).execute()
 
 
 def test_a_push_is_never_forced_and_its_failure_leaves_the_task_done(lane: Lane) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from lane_runner import config
 from lane_runner.board.model import Outcome
-from lane_runner.cli import doctor, login
+from lane_runner.cli import doctor_clis, login
 from tests.harness import BOARD, Lane
 
 PASSWORD = "hunter2-router-pw"
@@ -150,7 +150,7 @@ def test_doctor_probes_a_cli_with_the_workers_environment_only(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "the other provider's")
     monkeypatch.setenv("OPENAI_API_KEY", "codex's own")
     cfg = config.load(tmp_path, {})
-    version, _ = doctor._probe("codex", cli, cfg, login.runs_as(cfg))
+    version, _ = doctor_clis._probe("codex", cli, cfg, login.runs_as(cfg))
     names = version.detail.split(": ", 1)[1].rsplit(", run as", 1)[0].split()
     assert "OPENAI_API_KEY" in names and "PATH" in names
     assert not {"LANE_RUNNER_BOARD_URL", "AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY"} & set(names)

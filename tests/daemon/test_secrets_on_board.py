@@ -31,7 +31,7 @@ def board(request: pytest.FixtureRequest, lane: Lane) -> Iterator[Board]:
     if request.param == "sqlite":
         yield lane.board
         return
-    from lane_runner.board.postgres import PostgresStore
+    from lane_runner.board.postgres.store import PostgresStore
 
     url: str = request.getfixturevalue("postgres_database")
     lane.write_config(board_url=url)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.board.hermes import HermesStore
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers
 from tests.harness import FAST_CONFIG, Runner, git

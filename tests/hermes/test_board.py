@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from lane_runner.board.base import BoardUnavailable, HostWorkspace
-from lane_runner.board.hermes import HermesBoard, HermesStore
+from lane_runner.board.hermes.board import HermesBoard
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.board.model import BlockKind, CompleteOutcome, NewTask, Outcome, Status
 from lane_runner.errors import NotFound, UsageError
 from tests.hermes.conftest import HERMES, HermesHome, repository

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lane_runner.board import hermes_home
-from lane_runner.board.hermes_home import HermesUnusable
+from lane_runner.board.hermes import home as hermes_home
+from lane_runner.board.hermes.home import HermesUnusable
 from lane_runner.home import Home
 from tests.harness import FAST_CONFIG, toml_value
 from tests.hermes.conftest import HermesHome

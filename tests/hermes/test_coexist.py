@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.board import hermes_home
-from lane_runner.board.hermes import HermesStore
+from lane_runner.board.hermes import home as hermes_home
+from lane_runner.board.hermes.store import HermesStore
 from tests.hermes.conftest import HermesHome, HermesLane
 
 SOAK_SECONDS = 120.0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from lane_runner.board.hermes import HermesStore
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.home import Home
 from tests.harness import FAST_CONFIG, toml_value
 from tests.hermes.conftest import HermesHome
@@ -26,7 +26,7 @@ CRASH = r"""
 import os, sys
 from pathlib import Path
 from journal import Journal
-from lane_runner.board.hermes import HermesStore
+from lane_runner.board.hermes.store import HermesStore
 from lane_runner.home import Home
 
 url, root, where = sys.argv[1:]

@@ -13,7 +13,8 @@ import pytest
 
 from journal import Entry
 from lane_runner.board.model import Status
-from lane_runner.cli import doctor, transcript
+from lane_runner.cli import doctor, doctor_clis, transcript
+from lane_runner.cli.checks import Check, Level, exit_status
 from lane_runner.cli.inspection import BoardView, explain, needs_attention
 from lane_runner.service import logs, status
 from lane_runner.service.lock import Holder
@@ -117,37 +118,37 @@ def test_publisher_writes_changes_at_most_once_per_interval(tmp_path: Path) -> N
 
 
 def test_parser_verdict_fails_on_unknown_options_only() -> None:
-    assert doctor.parser_verdict("claude", "Usage: claude [options]").level is doctor.Level.PASS
-    rejected = doctor.parser_verdict("claude", "x\nerror: unknown option '--effort'\n")
-    assert rejected.level is doctor.Level.FAIL and "--effort" in rejected.detail
-    clap = doctor.parser_verdict("codex", "error: unexpected argument '--json' found")
-    assert clap.level is doctor.Level.FAIL
+    assert doctor_clis.parser_verdict("claude", "Usage: claude [options]").level is Level.PASS
+    rejected = doctor_clis.parser_verdict("claude", "x\nerror: unknown option '--effort'\n")
+    assert rejected.level is Level.FAIL and "--effort" in rejected.detail
+    clap = doctor_clis.parser_verdict("codex", "error: unexpected argument '--json' found")
+    assert clap.level is Level.FAIL
 
 
 def test_mode_and_disk_verdicts(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o700)
     st = os.stat(tmp_path)
-    assert doctor.mode_verdict(tmp_path, st, st.st_uid).level is doctor.Level.PASS
-    assert doctor.mode_verdict(tmp_path, st, st.st_uid + 1).level is doctor.Level.FAIL
+    assert doctor.mode_verdict(tmp_path, st, st.st_uid).level is Level.PASS
+    assert doctor.mode_verdict(tmp_path, st, st.st_uid + 1).level is Level.FAIL
     os.chmod(tmp_path, 0o755)
-    assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is doctor.Level.WARN
+    assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is Level.WARN
     os.chmod(tmp_path, 0o711)  # a worker user passes through to its worktrees
-    assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is doctor.Level.WARN
+    assert doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid).level is Level.WARN
     passes = doctor.mode_verdict(tmp_path, os.stat(tmp_path), st.st_uid, "nobody")
-    assert passes.level is doctor.Level.PASS
-    assert doctor.disk_verdict(tmp_path, 10 << 30).level is doctor.Level.PASS
-    assert doctor.disk_verdict(tmp_path, 512 << 20).level is doctor.Level.WARN
-    assert doctor.disk_verdict(tmp_path, 1 << 20).level is doctor.Level.FAIL
+    assert passes.level is Level.PASS
+    assert doctor.disk_verdict(tmp_path, 10 << 30).level is Level.PASS
+    assert doctor.disk_verdict(tmp_path, 512 << 20).level is Level.WARN
+    assert doctor.disk_verdict(tmp_path, 1 << 20).level is Level.FAIL
 
 
 def test_exit_status_is_one_on_failure_and_on_warning_when_strict() -> None:
-    ok = doctor.Check("a", doctor.Level.PASS, "")
-    warn = doctor.Check("b", doctor.Level.WARN, "")
-    fail = doctor.Check("c", doctor.Level.FAIL, "")
-    assert doctor.exit_status([ok, warn], strict=False) == 0
-    assert doctor.exit_status([ok, warn], strict=True) == 1
-    assert doctor.exit_status([ok, fail], strict=False) == 1
-    assert doctor.root_verdict("refuses").level is doctor.Level.FAIL
+    ok = Check("a", Level.PASS, "")
+    warn = Check("b", Level.WARN, "")
+    fail = Check("c", Level.FAIL, "")
+    assert exit_status([ok, warn], strict=False) == 0
+    assert exit_status([ok, warn], strict=True) == 1
+    assert exit_status([ok, fail], strict=False) == 1
+    assert doctor_clis.root_verdict("refuses").level is Level.FAIL
 
 
 # -- rendering provider logs ---------------------------------------------------------
@@ -206,7 +207,7 @@ def test_doctor_reports_a_provider_the_runner_found_misconfigured() -> None:
     said = "Error: --json-schema is not a valid JSON Schema: no schema with key or ref"
     refused = ProviderHealth("claude", "unavailable", True, said, 1000.0, misconfigured=True)
     check = doctor.health_verdict(refused, 1060.0)
-    assert check is not None and check.level is doctor.Level.FAIL and said in check.detail
+    assert check is not None and check.level is Level.FAIL and said in check.detail
     logged_out = ProviderHealth("claude", "unavailable", False, "Not logged in", 1000.0)
     assert doctor.health_verdict(logged_out, 1060.0) is None  # listed, not a failure
     busy = ProviderHealth("codex", "unavailable", True, "usage limit", 1000.0)

@@ -18,6 +18,7 @@ import pytest
 from lane_runner.board.model import NewTask, Status
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.cli import doctor
+from lane_runner.cli.checks import Level
 from lane_runner.home import Home
 from tests.harness import BOARD, FAST_CONFIG, Lane, git, toml_value
 
@@ -41,8 +42,8 @@ def _not_passing(report: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_fallback_to_link_and_unlink_is_no_warning() -> None:
     """Link then unlink never replaces a record either: the same guarantee."""
     verdict = doctor.noreplace_verdict
-    assert verdict("link+unlink", "written unnamed").level is doctor.Level.PASS
-    assert verdict("renameat2", "written unnamed").level is doctor.Level.PASS
+    assert verdict("link+unlink", "written unnamed").level is Level.PASS
+    assert verdict("renameat2", "written unnamed").level is Level.PASS
 
 
 def test_the_demos_home_passes_doctor(tmp_path: Path) -> None:

@@ -38,8 +38,8 @@ from filelock import FileLock
 
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask
-from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.home import Home
 from tests.harness import toml_value
 

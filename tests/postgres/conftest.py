@@ -30,8 +30,8 @@ import pytest
 from journal import Journal
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import NewTask, Task
-from lane_runner.board.postgres import PostgresStore
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.postgres.store import PostgresStore
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.clock import OFFSET_VARIABLE
 from lane_runner.home import Home
 from lane_runner.service.leftovers import find as find_workers

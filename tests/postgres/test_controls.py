@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from lane_runner.board.model import NewTask, Task
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from tests import controls
 from tests.harness import cli_workers
 from tests.operator.test_commands import free_port

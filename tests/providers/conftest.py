@@ -14,6 +14,8 @@ from lane_runner.providers import ProviderRequest, claude, worker_environment
 from lane_runner.providers.simulators import install
 from schemas import load_bytes
 
+CLAUDE = claude.ADAPTER
+
 RequestFactory = Callable[..., ProviderRequest]
 
 
@@ -27,7 +29,7 @@ def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
     schema = tmp_path / "worker-result.wire.json"
     schema.write_bytes(load_bytes("worker-result.wire.json"))
     settings = tmp_path / "claude-settings.json"
-    settings.write_text(claude.settings_text())
+    settings.write_text(CLAUDE.settings_file())
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     counter = iter(range(1, 1000))

@@ -15,6 +15,9 @@ from lane_runner.providers.reading import Reading
 from lane_runner.providers.run import conclude
 from lane_runner.providers.supervisor import Ended
 
+CODEX = codex.ADAPTER
+CLAUDE = claude.ADAPTER
+
 RESULT = {"status": "completed", "summary": "done", "changed_files": ["a.py"], "tests_run": [],
           "artifacts": [], "findings": [], "blockers": []}
 SESSION = "3f0b6f1e-1d2c-4a8e-9f00-5a5a5a5a5a5a"
@@ -24,7 +27,7 @@ def judge(provider: str, lines: list[str], *, status: int | None = 0, stderr: st
           signal: int | None = None, stopped: Classification | None = None,
           file_answer: dict[str, Any] | None = None) -> Attempt:
     reading = Reading()
-    observe = codex.observe if provider == "codex" else claude.observe
+    observe = CODEX.observe if provider == "codex" else CLAUDE.observe
     for line in lines:
         observe(reading, json.loads(line))
     ended = Ended(exit_status=status, signal=signal, stopped=stopped,
@@ -116,10 +119,10 @@ def test_codex_success_despite_earlier_reconnects() -> None:
 
 def test_reconnect_events_are_not_meaningful_but_items_are() -> None:
     reading = Reading()
-    assert not codex.observe(reading, {"type": "error", "message": "Reconnecting... 2/5 (x)"})
-    assert codex.observe(reading, {"type": "item.started", "item": {"type": "reasoning"}})
-    assert not claude.observe(reading, {"type": "system", "subtype": "api_retry", "attempt": 1})
-    assert claude.observe(reading, {"type": "assistant", "message": {}})
+    assert not CODEX.observe(reading, {"type": "error", "message": "Reconnecting... 2/5 (x)"})
+    assert CODEX.observe(reading, {"type": "item.started", "item": {"type": "reasoning"}})
+    assert not CLAUDE.observe(reading, {"type": "system", "subtype": "api_retry", "attempt": 1})
+    assert CLAUDE.observe(reading, {"type": "assistant", "message": {}})
 
 
 def test_codex_gives_up_once_its_reconnects_are_spent_not_before() -> None:
@@ -127,14 +130,14 @@ def test_codex_gives_up_once_its_reconnects_are_spent_not_before() -> None:
     chatter; "waiting for network" is codex's last word, an authentication failure."""
     reading = Reading()
     for n in range(1, 6):
-        codex.observe(reading, {"type": "error", "message": f"Reconnecting... {n}/5 (dns)"})
+        CODEX.observe(reading, {"type": "error", "message": f"Reconnecting... {n}/5 (dns)"})
         assert gave_up(reading.signals) is None
-    codex.observe(reading, {"type": "error", "message":
+    CODEX.observe(reading, {"type": "error", "message":
                             "Reconnecting... waiting for network (Connection failed)"})
     verdict = gave_up(reading.signals)
     assert verdict is not None and verdict[0] is Classification.AUTH
     assert verdict[1].endswith("Reconnecting... waiting for network (Connection failed)")
-    codex.observe(reading, {"type": "turn.completed"})
+    CODEX.observe(reading, {"type": "turn.completed"})
     assert gave_up(reading.signals) is not None  # turn events are no error: the last word stands
 
 
@@ -256,15 +259,15 @@ def test_supervisor_stops_win_and_drop_the_result(stopped: Classification) -> No
 
 
 def test_claude_root_refusal_up_front() -> None:
-    assert "worker_user" in (claude.root_refusal(None, euid=0, environ={}) or "")
-    assert claude.root_refusal("worker", euid=0, environ={}) is None
-    assert claude.root_refusal(None, euid=1000, environ={}) is None
+    assert "worker_user" in (CLAUDE.root_refusal(None, euid=0, environ={}) or "")
+    assert CLAUDE.root_refusal("worker", euid=0, environ={}) is None
+    assert CLAUDE.root_refusal(None, euid=1000, environ={}) is None
 
 
 @pytest.mark.parametrize("declared", [{"IS_SANDBOX": "1"}, {"CLAUDE_CODE_BUBBLEWRAP": "1"}])
 def test_a_declared_sandbox_lifts_the_root_refusal(declared: dict[str, str]) -> None:
-    assert claude.root_refusal(None, euid=0, environ=declared) is None
-    assert claude.root_refusal(None, euid=0, environ={"IS_SANDBOX": "0"}) is not None
+    assert CLAUDE.root_refusal(None, euid=0, environ=declared) is None
+    assert CLAUDE.root_refusal(None, euid=0, environ={"IS_SANDBOX": "0"}) is not None
 
 
 # The vocabulary the CLIs use when an account or service has nothing left (credits, quota,

@@ -15,6 +15,9 @@ from lane_runner.providers import claude, codex
 
 from .conftest import RequestFactory
 
+CODEX = codex.ADAPTER
+CLAUDE = claude.ADAPTER
+
 GATEWAY_TOML = """
 [codex_config]
 model_provider = "corp"
@@ -124,18 +127,18 @@ def test_toml_literals_are_what_codex_parses() -> None:
 
 def test_codex_gateway_says_what_would_stop_codex(tmp_path: Path) -> None:
     settings = load(tmp_path).codex_config
-    assert codex.gateway(settings, {"CORP_LLM_KEY": "k"}) == ("https://llm.corp.example/v1", [])
-    base, problems = codex.gateway(settings, {})
+    assert CODEX.gateway(settings, {"CORP_LLM_KEY": "k"}) == ("https://llm.corp.example/v1", [])
+    base, problems = CODEX.gateway(settings, {})
     assert base == "https://llm.corp.example/v1"
     assert problems == ["CORP_LLM_KEY (named by model_providers.corp) does not reach the worker: "
                         "set it in codex_env, or export it and add it to worker_env"]
-    assert codex.gateway({}, {}) == (None, [])
-    _, undefined = codex.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)})
+    assert CODEX.gateway({}, {}) == (None, [])
+    _, undefined = CODEX.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)})
     assert "Model provider `elsewhere` not found" in undefined[0]
     (tmp_path / "config.toml").write_text('[model_providers.elsewhere]\nbase_url = "http://h"\n')
-    assert codex.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)}) == (
+    assert CODEX.gateway({"model_provider": "elsewhere"}, {"CODEX_HOME": str(tmp_path)}) == (
         None, []), "the worker's own codex configuration may define it"
-    _, chat = codex.gateway({"model_provider": "x", "model_providers.x.base_url": "ftp://h",
+    _, chat = CODEX.gateway({"model_provider": "x", "model_providers.x.base_url": "ftp://h",
                              "model_providers.x.wire_api": "chat"}, {})
     assert [p.split(":")[0] for p in chat] == ["model_providers.x.base_url must be an http",
                                                "model_providers.x.wire_api"]
@@ -143,17 +146,17 @@ def test_codex_gateway_says_what_would_stop_codex(tmp_path: Path) -> None:
 
 def test_claude_gateway_says_what_would_stop_claude() -> None:
     base = "https://gw.example/anthropic"
-    assert claude.gateway({}, {}) == (None, [])
-    assert claude.gateway({}, {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "k"}) == (
+    assert CLAUDE.gateway({}, {}) == (None, [])
+    assert CLAUDE.gateway({}, {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "k"}) == (
         base, [])
-    assert claude.gateway({}, {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_AUTH_TOKEN": "t"}) == (
+    assert CLAUDE.gateway({}, {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_AUTH_TOKEN": "t"}) == (
         base, [])
-    _, keyless = claude.gateway({}, {"ANTHROPIC_BASE_URL": base})
+    _, keyless = CLAUDE.gateway({}, {"ANTHROPIC_BASE_URL": base})
     assert "would answer 'Not logged in'" in keyless[0]
-    _, bad = claude.gateway({}, {"ANTHROPIC_BASE_URL": "gw:4000", "ANTHROPIC_API_KEY": "k"})
+    _, bad = CLAUDE.gateway({}, {"ANTHROPIC_BASE_URL": "gw:4000", "ANTHROPIC_API_KEY": "k"})
     assert bad == ["ANTHROPIC_BASE_URL must be an http:// or https:// URL with a host"]
-    assert claude.gateway({}, {"CLAUDE_CODE_USE_BEDROCK": "1"})[1] == [
+    assert CLAUDE.gateway({}, {"CLAUDE_CODE_USE_BEDROCK": "1"})[1] == [
         "CLAUDE_CODE_USE_BEDROCK needs AWS_REGION in the worker's environment"]
-    assert claude.gateway({}, {"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_REGION": "eu-west-1"}) == (
+    assert CLAUDE.gateway({}, {"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_REGION": "eu-west-1"}) == (
         None, [])
-    assert len(claude.gateway({}, {"CLAUDE_CODE_USE_VERTEX": "true"})[1]) == 2
+    assert len(CLAUDE.gateway({}, {"CLAUDE_CODE_USE_VERTEX": "true"})[1]) == 2

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lane_runner import config
-from lane_runner.cli import doctor
+from lane_runner.cli import doctor_clis
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.providers import ADAPTERS, Classification, claude, codex, denied, run_attempt
@@ -19,6 +19,8 @@ from lane_runner.router import Route
 from lane_runner.run import plan
 
 from .conftest import RequestFactory
+
+CLAUDE = claude.ADAPTER
 
 THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 BYPASS = "--dangerously-bypass-approvals-and-sandbox"
@@ -99,7 +101,7 @@ def test_claude_gets_every_denied_command_twice(make_request: RequestFactory) ->
     req = make_request("claude")
     argv = claude.argv(req, session_id=str(req.session_id), resume=False, schema_text="{}")
     flagged = argv[argv.index("--disallowedTools") + 1 : -2]
-    settings = json.loads(claude.settings_text())["permissions"]["deny"]
+    settings = json.loads(CLAUDE.settings_file())["permissions"]["deny"]
     for command in denied.DENIED_COMMANDS:
         rule = f"Bash({' '.join(command)} *)"
         assert rule in flagged and rule in settings
@@ -158,6 +160,6 @@ def test_the_deny_list_is_spelled_as_people_type_it() -> None:
 def test_doctor_probes_codex_in_the_configured_sandbox_mode(tmp_path: Path) -> None:
     """``doctor`` has the real CLI parse the argv the runner would run: the configured
     mode's, not the default's."""
-    argv = doctor.runner_argv("codex", tmp_path / "codex", tmp_path, "read-only")
+    argv = doctor_clis.runner_argv("codex", tmp_path / "codex", tmp_path, "read-only")
     assert 'sandbox_mode="read-only"' in argv and BYPASS not in argv and argv[-1] == "--help"
-    assert BYPASS in doctor.runner_argv("codex", tmp_path / "codex", tmp_path)
+    assert BYPASS in doctor_clis.runner_argv("codex", tmp_path / "codex", tmp_path)

@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "real-cli"
 
 def replay(name: str, stopped: Classification | None = None) -> tuple[Reading, list[bool]]:
     """Feed one captured run to its adapter; also what each event counted as (progress)."""
-    observe = codex.observe if name.startswith("codex") else claude.observe
+    observe = (codex.ADAPTER if name.startswith("codex") else claude.ADAPTER).observe
     reading = Reading()
     progress = [observe(reading, json.loads(line))
                 for line in (FIXTURES / f"{name}.stdout").read_text().splitlines() if line]

@@ -260,10 +260,13 @@ def test_a_real_cli_waiting_on_a_tool_runs_on_the_tool_clock(
 ) -> None:
     """A tool that waits without CPU (a download, a lock) for twice the stall timeout: the
     real CLI's tool call is in flight (codex's command_execution item started, claude's
-    tool_use unanswered), so ``tool_stall_timeout`` applies; the CPU clock is off."""
-    real_lane.write_config(stall_timeout=4.0, tool_stall_timeout=3600.0, busy_cpu_percent=0.0)
+    tool_use unanswered), so ``tool_stall_timeout`` applies; the CPU clock is off. The stall
+    timeout leaves room for the CLI's own start and model calls on a loaded machine (4 s
+    once ran out before claude's tool call began); the tool waits two and a half of them."""
+    real_lane.write_config(stall_timeout=10.0, tool_stall_timeout=3600.0, busy_cpu_percent=0.0)
     name = marker(f"waiting-{provider}")
-    model_server.script(name, **{provider: [{"shell": "sleep 9"}, {"answer": answer("waited")}]})
+    steps = [{"shell": "sleep 25"}, {"answer": answer("waited")}]
+    model_server.script(name, **{provider: steps})
     task = real_lane.add(name, assignee=f"cli-{provider}-low")
     assert real_lane.start("--until-idle").wait(timeout=300) == 0
     done = real_lane.board.get_task(task.id)

@@ -12,6 +12,7 @@ import pytest
 
 from lane_runner import config
 from lane_runner.cli import doctor
+from lane_runner.cli.checks import Level
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
 from lane_runner.router import RouteIds, make_router
@@ -110,8 +111,8 @@ def test_doctor_says_what_each_health_file_says_or_why_it_is_ignored(tmp_path: P
     ancestor_file(home.provider_health, "codex", {"state": "unavailable"}, 60)
     (home.provider_health / "claude.json").write_text('{"state": "sleepy"}')
     codex, claude = doctor.health_checks(home, time.time())
-    assert codex.level is doctor.Level.PASS and "cli-auto routing avoids it" in codex.detail
-    assert claude.level is doctor.Level.WARN
+    assert codex.level is Level.PASS and "cli-auto routing avoids it" in codex.detail
+    assert claude.level is Level.WARN
     assert "is ignored" in claude.detail and "sleepy" in claude.detail and claude.fix
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lane_runner import config
 from lane_runner.cli import doctor
+from lane_runner.cli.checks import Level
 from tests.router.conftest import ScriptedRouter
 
 
@@ -22,7 +23,7 @@ def test_a_router_that_routes_passes_and_says_where(
 ) -> None:
     server.select("worker/codex/gpt-5.1-codex/high", rationale="hard task")
     (check,) = doctor.router_check(_cfg(tmp_path, server.url))
-    assert check.level is doctor.Level.PASS
+    assert check.level is Level.PASS
     assert "codex" in check.detail and "high" in check.detail
     assert server.models() == ["lane/worker/auto"]
 
@@ -32,7 +33,7 @@ def test_a_router_that_answers_nonsense_fails_with_its_words_and_a_fix(
 ) -> None:
     server.reply(status=200, body=b'{"choices": []}')  # no selection header
     (check,) = doctor.router_check(_cfg(tmp_path, server.url))
-    assert check.level is doctor.Level.FAIL
+    assert check.level is Level.FAIL
     assert server.url in check.fix
 
 
@@ -41,4 +42,4 @@ def test_a_router_with_a_broken_encoding_is_a_failed_check_not_a_traceback(
 ) -> None:
     server.reply(body=b"not gzip", headers={"content-encoding": "gzip"})
     (check,) = doctor.router_check(_cfg(tmp_path, server.url))
-    assert check.level is doctor.Level.FAIL and "DecodingError" in check.detail
+    assert check.level is Level.FAIL and "DecodingError" in check.detail

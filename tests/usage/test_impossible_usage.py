@@ -14,6 +14,9 @@ from lane_runner.providers.usage import MAX_TOKENS, tokens
 from lane_runner.run.usage_note import Unknown
 from lane_runner.usage.ledger import Attempt, Ledger
 
+CODEX = codex.ADAPTER
+CLAUDE = claude.ADAPTER
+
 #: As codex writes it on its stream; orjson (the adapters' reader) reads it as a float.
 HUGE = b'{"type": "turn.completed", "usage": {"input_tokens": 1180591620717411303424, ' \
        b'"cached_input_tokens": 0, "output_tokens": 80}}'
@@ -33,7 +36,7 @@ def test_counts_up_to_the_bound_and_missing_kinds_are_as_said() -> None:
 
 def test_codex_reporting_two_to_the_seventy_is_recorded_as_unknown(tmp_path: Path) -> None:
     reading = Reading(session_id="th", model="gpt-5")
-    codex.observe(reading, orjson.loads(HUGE))
+    CODEX.observe(reading, orjson.loads(HUGE))
     [report] = reading.take_usage()
     assert report.unknown == ("input",) and report.models["gpt-5"]["output"] == 80
     [record] = Ledger(tmp_path).record(Attempt("work", "t1", 1, 1, "codex"), report, {}, 1.0)
@@ -42,7 +45,7 @@ def test_codex_reporting_two_to_the_seventy_is_recorded_as_unknown(tmp_path: Pat
 
 def test_claude_reporting_a_negative_count_is_recorded_as_unknown() -> None:
     reading = Reading(session_id="s")
-    claude.observe(reading, {"type": "result", "session_id": "s", "modelUsage": {
+    CLAUDE.observe(reading, {"type": "result", "session_id": "s", "modelUsage": {
         "claude-sonnet-4-5": {"inputTokens": -5, "outputTokens": 3, "costUSD": 0.01}}})
     [report] = reading.take_usage()
     assert report.unknown == ("input",)

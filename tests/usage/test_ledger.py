@@ -15,6 +15,9 @@ from lane_runner.usage import ledger, spend
 from lane_runner.usage.ledger import Attempt, Ledger
 from lane_runner.usage.record import line, read
 
+CODEX = codex.ADAPTER
+CLAUDE = claude.ADAPTER
+
 PRICES = {"gpt-5": {"input": 1.0, "cached_input": 0.5, "output": 10.0}}
 
 
@@ -109,7 +112,7 @@ def test_the_adapters_read_what_the_pinned_clis_print() -> None:
     """Events as codex-cli 0.171.0 and Claude Code 2.1.332 printed them to the scripted
     server (tests/realrun), cut to the fields read."""
     reading = Reading(session_id="th", model="gpt-5")
-    codex.observe(reading, {"type": "turn.completed", "usage": {
+    CODEX.observe(reading, {"type": "turn.completed", "usage": {
         "input_tokens": 5000, "cached_input_tokens": 1000, "cache_write_input_tokens": 0,
         "output_tokens": 150, "reasoning_output_tokens": 20}})
     [report] = reading.take_usage()
@@ -117,11 +120,11 @@ def test_the_adapters_read_what_the_pinned_clis_print() -> None:
     assert report.models == {"gpt-5": tokens(input=4000, cached_input=1000, output=150,
                                              reasoning=20).tokens}
     reading = Reading(session_id="s")
-    claude.observe(reading, {"type": "assistant", "session_id": "s", "message": {
+    CLAUDE.observe(reading, {"type": "assistant", "session_id": "s", "message": {
         "id": "msg_1", "model": "claude-sonnet-4-5", "content": [],
         "usage": {"input_tokens": 1000, "output_tokens": 1, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0}}})
-    claude.observe(reading, {"type": "result", "subtype": "success", "is_error": False,
+    CLAUDE.observe(reading, {"type": "result", "subtype": "success", "is_error": False,
                              "session_id": "s", "total_cost_usd": 0.02025,
                              "usage": {"input_tokens": 3000, "output_tokens": 50},
                              "modelUsage": {"claude-sonnet-4-5": {

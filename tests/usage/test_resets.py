@@ -7,6 +7,8 @@ import datetime
 from lane_runner.providers import claude, codex
 from lane_runner.providers.reading import Reading
 
+CLAUDE = claude.ADAPTER
+
 #: 2026-12-01 23:38:57 UTC, a Tuesday.
 NOW = datetime.datetime(2026, 12, 1, 23, 38, 57, tzinfo=datetime.UTC).timestamp()
 
@@ -37,16 +39,16 @@ def test_an_unknown_zone_or_no_reset_leaves_the_reset_unsaid() -> None:
 
 def test_the_rate_limit_event_gives_the_exact_reset() -> None:
     reading = Reading(session_id="s", clock=lambda: NOW)
-    claude.observe(reading, {"type": "rate_limit_event", "session_id": "s", "rate_limit_info": {
+    CLAUDE.observe(reading, {"type": "rate_limit_event", "session_id": "s", "rate_limit_info": {
         "status": "rejected", "resetsAt": 1796179090, "rateLimitType": "five_hour"}})
-    claude.observe(reading, {"type": "assistant", "session_id": "s", "error": "rate_limit",
+    CLAUDE.observe(reading, {"type": "assistant", "session_id": "s", "error": "rate_limit",
                              "message": {"model": "<synthetic>", "content": [
                                  {"type": "text",
                                   "text": "You've hit your 5-hour limit · resets 2:38am (UTC)"}]}})
     assert reading.limit is not None and reading.limit.resets_at == 1796179090
     assert reading.take_usage() == []  # claude's made-up message spent nothing
     warning = Reading(session_id="s")
-    claude.observe(warning, {"type": "rate_limit_event", "rate_limit_info": {
+    CLAUDE.observe(warning, {"type": "rate_limit_event", "rate_limit_info": {
         "status": "allowed_warning", "resetsAt": 1796179090}})
     assert warning.limit is None
 

@@ -16,7 +16,7 @@ import pytest
 
 from lane_runner import config
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.sql import SqlBoard
+from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.providers.usage import UsageReport, tokens
 from lane_runner.service import recovery

@@ -8,6 +8,7 @@ from typing import Any
 
 from lane_runner.cli import doctor
 from lane_runner.cli.arguments import add_json_flag, load_config
+from lane_runner.cli.checks import exit_status, worst
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.home import Home
 
@@ -37,11 +38,11 @@ def run_doctor(args: argparse.Namespace) -> int:
         for line in doctor.narrow_modes(Home(cfg.home), cfg.worker_user):
             print(f"fixed {line}", file=sys.stderr)
     checks = doctor.run_all(cfg)
-    status = doctor.exit_status(checks, args.strict)
+    status = exit_status(checks, args.strict)
     if args.json:
         print_json(
             {
-                "worst": str(doctor.worst(checks)),
+                "worst": str(worst(checks)),
                 "exit_status": status,
                 "checks": [
                     {"name": c.name, "level": str(c.level), "detail": c.detail, "fix": c.fix}
@@ -54,5 +55,5 @@ def run_doctor(args: argparse.Namespace) -> int:
         ("result", "check", "detail", "fix"),
         [(str(c.level).upper(), c.name, c.detail, c.fix or None) for c in checks],
     )
-    print(f"worst: {doctor.worst(checks)}")
+    print(f"worst: {worst(checks)}")
     return status

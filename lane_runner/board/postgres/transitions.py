@@ -2,14 +2,14 @@
 
 (And the stop request a runner reads at each heartbeat, as one statement.)
 
-A claim, a heartbeat and a completion through ``board/sql.py`` cost about 25
+A claim, a heartbeat and a completion through ``board/sql/`` cost about 25
 round trips between them (every statement, ``BEGIN``/``COMMIT``, the lock
 timeout); with hundreds of runners on one server that is the fleet's ceiling.
 Here each is one call of a PL/pgSQL function, installed and upgraded by the
 board's migrations (``TRANSITIONS_STEP``), sent as one statement outside an
 explicit transaction, so PostgreSQL wraps it in one of its own.
 
-``board/sql.py`` stays the reference, and SQLite's implementation: each
+``board/sql/`` stays the reference, and SQLite's implementation: each
 function takes the same locks in the same order (the task's row, then the
 board's), reads what the reference reads, asks the same questions of the same
 state, and writes the same rows and events in the same order. Where a rule
@@ -52,7 +52,8 @@ import orjson
 from lane_runner.board import rules
 from lane_runner.board.model import Claim, CompleteOutcome, StopRequest
 from lane_runner.board.rows import run_from_row, stop_from_row, task_from_row
-from lane_runner.board.sql import Dialect, SqlBoard
+from lane_runner.board.sql.board import SqlBoard
+from lane_runner.board.sql.dialect import Dialect
 from lane_runner.errors import UsageError
 from lane_runner.names import AUTO_ASSIGNEE, LANE_PATTERN
 

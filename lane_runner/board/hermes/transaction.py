@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-#: The upstream function ``install`` wraps; ``hermes_home.check_api`` requires it.
+#: The upstream function ``install`` wraps; ``home.check_api`` requires it.
 HOOK = "_fire_kanban_lifecycle_hook"
 
 Hook = tuple[str, str, dict[str, Any]]

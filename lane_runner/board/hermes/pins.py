@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: Where a database header keeps the database's size in pages (4 bytes, big-endian).
 PAGE_COUNT_OFFSET = 28
-#: The upstream functions ``install`` replaces; ``hermes_home.check_api`` requires them.
+#: The upstream functions ``install`` replaces; ``home.check_api`` requires them.
 REPLACED = ("_validate_sqlite_header", "_check_file_length_invariant")
 
 

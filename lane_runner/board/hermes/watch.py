@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lane_runner.board.fileconn import FileConnection
-from lane_runner.board.hermes_home import board_db
+from lane_runner.board.hermes.home import board_db
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
 
 log = logging.getLogger(__name__)

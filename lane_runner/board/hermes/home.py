@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from lane_runner import extras
-from lane_runner.board import hermes_files, hermes_txn
+from lane_runner.board.hermes import pins, transaction
 from lane_runner.errors import LaneRunnerError, UsageError
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,10 @@ API: dict[str, tuple[str, ...]] = {
     "set_branch_name": (),
     "_end_run": ("outcome", "status", "error", "metadata"),
     "_append_event": ("run_id",),
-    # Replaced in this process by hermes_files.install: they close descriptors of the database.
-    **{name: () for name in hermes_files.REPLACED},
-    # Deferred by hermes_txn.install until one_transaction commits.
-    hermes_txn.HOOK: (),
+    # Replaced in this process by pins.install: they close descriptors of the database.
+    **{name: () for name in pins.REPLACED},
+    # Deferred by transaction.install until one_transaction commits.
+    transaction.HOOK: (),
 }
 #: Columns the backend reads or guards on; a database without them is from another Hermes.
 COLUMNS: dict[str, frozenset[str]] = {
@@ -126,8 +126,8 @@ def kanban() -> ModuleType:
         ) from error
     check_version(installed_version())
     check_api(module)
-    hermes_files.install(module)
-    hermes_txn.install(module)
+    pins.install(module)
+    transaction.install(module)
     return module
 
 

@@ -1,5 +1,8 @@
 """``lane-runner health``: what the storm breaker marks broken, and clearing it.
 
+The module is named for what the command shows (the breaker's marks); the command keeps
+its name, ``health``, which operators script against.
+
 The breaker (``service/breaker.py``) stops claims for a provider, a workspace or a
 board after the same failure hit several tasks. Once the cause is fixed, ``health
 clear`` lifts it at once instead of waiting for the next probe; a running daemon sees it
@@ -27,7 +30,7 @@ def register(subparsers: Any) -> None:
         "show", help="list the providers, workspaces and boards marked broken"
     )
     add_json_flag(show)
-    show.set_defaults(handler=show_health)
+    show.set_defaults(handler=show_broken)
     clear = commands.add_parser("clear", help="lift the breaker (of one scope, or all)")
     clear.add_argument(
         "scope",
@@ -36,7 +39,7 @@ def register(subparsers: Any) -> None:
         "them)",
     )
     add_json_flag(clear)
-    clear.set_defaults(handler=clear_health)
+    clear.set_defaults(handler=clear_broken)
 
 
 def _document(trip: breaker.Trip) -> dict[str, Any]:
@@ -47,7 +50,7 @@ def _document(trip: breaker.Trip) -> dict[str, Any]:
     }
 
 
-def show_health(args: argparse.Namespace) -> int:
+def show_broken(args: argparse.Namespace) -> int:
     trips = breaker.read(Home(load_config(args).home).breaker_file)
     if args.json:
         print_json({"broken": [_document(trip) for trip in trips.values()]})
@@ -65,7 +68,7 @@ def show_health(args: argparse.Namespace) -> int:
     return 0
 
 
-def clear_health(args: argparse.Namespace) -> int:
+def clear_broken(args: argparse.Namespace) -> int:
     path = Home(load_config(args).home).breaker_file
     if args.scope is not None and args.scope not in breaker.read(path):
         known = ", ".join(breaker.read(path)) or "none"

@@ -1,4 +1,4 @@
-"""The probes' verdicts (lane_runner/service/health.py), without a clock: the daemon and
+"""The probes' verdicts (lane_runner/service/probes.py), without a clock: the daemon and
 HTTP are in tests/postgres/test_probes.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from lane_runner import config
 from lane_runner.errors import UsageError
-from lane_runner.service.health import Health, Phase, Verdict, liveness
+from lane_runner.service.probes import Health, Phase, Verdict, liveness
 
 
 def test_a_serving_loop_is_alive_until_its_last_healthy_turn_is_too_old() -> None:
