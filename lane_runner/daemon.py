@@ -16,6 +16,7 @@ import concurrent.futures
 import dataclasses
 import faulthandler
 import logging
+import math
 import os
 import signal
 import threading
@@ -24,31 +25,27 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lane_runner import clock, redact
 from lane_runner import config as configuration
+from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
-from lane_runner.board.model import BoardPause, Claim, Outcome
+from lane_runner.board.model import Claim
 from lane_runner.home import Home
-from lane_runner.names import PROVIDERS
-from lane_runner.run import budget, cleanup, command
+from lane_runner.run import cleanup, command, handback
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
-from lane_runner.run.workspace import branch_name
 from lane_runner.service import (
+    admission,
     breaker,
     config_watch,
-    disk,
-    ledger,
+    gauge,
     logs,
     memory,
     metrics,
-    pause,
     recovery,
     sizing,
     status,
     stopping,
     stuck,
     usable,
-    usage_share,
 )
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
@@ -64,18 +61,6 @@ REPLAY_INTERVAL = 10.0  # retry finalizations left pending by an unavailable boa
 MAX_SLOTS = 64
 #: Workspaces whose filesystems the disk guard watches (the most recently claimed).
 WATCHED_WORKSPACES = 32
-
-
-def handover(claim: Claim, node: str, report: RunReport) -> str:
-    """The comment a run handed back at shutdown leaves for whoever takes the task next:
-    the work so far is on the task's branch, the provider session stays with this node."""
-    provider = f" ({report.provider})" if report.provider else ""
-    return (
-        f"handed back at shutdown by node {node} (release_on_stop): run {claim.run.id}"
-        f"{provider} was cut short ({redact.shown(report.reason, 300)}); uncounted. Its work "
-        f"so far is in its worktree on branch {branch_name(claim.task.board, claim.task.id)} "
-        "of this node; the provider session is not carried over, so the next run starts anew."
-    )
 
 
 @dataclass
@@ -129,16 +114,15 @@ class Daemon:
         self.publisher = status.Publisher(Home(cfg.home).status_file)
         self.metrics_server: metrics.Server | None = None
         self.health = Health(cfg.health_timeout)  # what /healthz and /readyz answer
-        self.paused: pause.Pause | None = None
-        self.hold: tuple[str, str] | None = None  # why free slots went unclaimed: kind, why
-        self.memory: memory.Reading | None = None
-        self.pressure = memory.OK
-        self.elevated_start = -CLAIM_SWEEP  # when the last run started under elevated pressure
-        self.disk: list[disk.Space] = []
+        # What the claim guards read last, and what ``admission.admit`` made of it: status
+        # and the metrics show both.
+        self.readings = admission.Readings()
+        self.decision = admission.Decision()
+        self.elevated_start = -math.inf  # when the last run started under elevated pressure
         self.workspaces: dict[str, None] = {}  # the repositories claims worked in, in order
         self.broken_seen: set[str] = set()  # scopes the breaker gauge has shown
         self.concurrency = self._concurrency(cfg)
-        self.warned: dict[int, set[str]] = {}  # stuck-warning kinds commented, per run
+        self.stuck = stuck.Watch()  # stuck-warning kinds commented, per run
         self.sweeping: concurrent.futures.Future[None] | None = None  # cleanup (run/cleanup.py)
 
     # -- life cycle -------------------------------------------------------------
@@ -232,7 +216,7 @@ class Daemon:
             if self.timers["gc"].ready(now):
                 self._sweep()
             self._claim()
-            self._watch_stuck(time.time())
+            self._watch(time.time())
             # Every tick claims; the sweep timer only bounds the next sleep, so re-arm it.
             self.timers["claim"].restart(now)
             self._publish(now)
@@ -245,7 +229,7 @@ class Daemon:
         for future in [f for f in self.workers if f.done()]:
             claim = self.workers.pop(future)
             self.services.activity.finish(claim.run.id)
-            self.warned.pop(claim.run.id, None)
+            self.stuck.forget(claim.run.id)
             error = future.exception()
             if error is not None:
                 log.error(
@@ -256,7 +240,8 @@ class Daemon:
                     error,
                     exc_info=error,
                 )
-                self._fail_crashed(claim, repr(error))
+                if handback.crashed(self.services, claim, repr(error)):
+                    self.pending_finalizations += 1
                 continue
             report = future.result()
             metrics.run_ended(report.board, report.ended, time.time() - claim.run.claimed_at)
@@ -265,40 +250,7 @@ class Daemon:
                 self.pending_finalizations += 1
             releasing = self.stopping and self.services.cfg.release_on_stop
             if report.ended is RunEnd.ABANDON and releasing:
-                self._release(claim, report)
-
-    def _release(self, claim: Claim, report: RunReport) -> None:
-        """``release_on_stop``: a run cut short by the shutdown goes back to ready, uncounted,
-        with a comment handing it over, instead of staying claimed for a next start that a
-        pod scaled down never has. A run whose lease is no longer ours is left alone (the
-        reclaim's exact-run guard); a board that is away leaves it to its lease."""
-        run = claim.run
-        note = handover(claim, self.services.node, report)
-        try:
-            with self.services.resting.use(run.board):
-                board = self.services.store.board(run.board)
-                if board.reclaim(run.id, note, Outcome.RECLAIMED, count_failure=False):
-                    board.comment(run.task_id, note, "lane-runner")
-                    log.info("run %s of %s/%s handed back to ready", run.id, run.board, run.task_id)
-        except BoardUnavailable as error:
-            log.warning("run %s not handed back (%s); its lease will be", run.id, error)
-
-    def _fail_crashed(self, claim: Claim, reason: str) -> None:
-        """A worker thread died: count a failure unless its result is safe in the journal."""
-        run = claim.run
-        if self.services.holds_result(run.board, run.task_id, run.id):
-            self.pending_finalizations += 1
-            return
-        try:
-            with self.services.resting.use(run.board):
-                self.services.store.board(run.board).reclaim(
-                    run.id,
-                    redact.shown(f"worker crashed: {reason}"),
-                    Outcome.FAILED,
-                    count_failure=True,
-                )
-        except BoardUnavailable as error:
-            log.warning("cannot hand back crashed run %s now (%s); its lease will", run.id, error)
+                handback.release(self.services, claim, report)
 
     def _replay(self) -> None:
         report = self.services.journal.recover(self.services.commit, self.services.make_retryable)
@@ -326,53 +278,46 @@ class Daemon:
         except Exception:  # noqa: BLE001 - the next sweep tries again; the loop goes on
             log.exception("cleanup sweep failed; the next one tries again")
             return
-        if report.usage_dropped:
-            log.info("usage ledger: %d old record(s) the boards hold left this home",
-                     report.usage_dropped)
-        if report.worktrees_removed or report.followed_up or report.journal.removed:
-            log.info(
-                "cleanup: %d worktrees removed, %d results followed up, %d journal files "
-                "and %d logs removed",
-                len(report.worktrees_removed),
-                len(report.followed_up),
-                len(report.journal.removed),
-                len(report.logs_removed),
-            )
+        report.log()
 
     def _claim(self) -> None:
-        self.paused = pause.read(self.services.home.pause_file)
-        self.hold = None
-        free = min(self.concurrency, MAX_SLOTS) - len(self.workers)
-        if self.stopping or free <= 0:
-            return
-        self.hold = self._held(time.time())
-        room = self.services.slots.room(len(self.workers))
-        if self.hold is None and room is not None and room <= 0:
-            self.hold = ("caps", "every provider is at its max_running_<provider> cap")
-        if self.hold is not None:
-            return
-        free = free if room is None else min(free, room)
-        now = time.monotonic()
-        if self.pressure == memory.ELEVATED:
-            # One new run per pass, and passes a claim sweep apart: a claim changes the
-            # board, which wakes the loop at once for another pass.
-            if now - self.elevated_start < CLAIM_SWEEP:
-                return
-            free = min(free, 1)
-        slugs = self._open_boards()
+        """One claim pass: read what the guards look at, ask ``admission.admit`` what may
+        be claimed, and claim it, round the open boards from where the last pass ended."""
+        self.readings, self.decision = self._admission()
+        free, boards = self.decision.claims, list(self.decision.boards)
+        started = time.monotonic()
         misses = 0
-        while free > 0 and slugs and misses < len(slugs):
-            slug = slugs[self.board_cursor % len(slugs)]
+        while free > 0 and boards and misses < len(boards):
+            at = self.board_cursor % len(boards)
             self.board_cursor += 1
-            claim = self._claim_from(slug)
+            claim = self._claim_from(boards[at])
             if claim is None:
                 misses += 1
                 continue
             misses = 0
             free -= 1
-            if self.pressure == memory.ELEVATED:
-                self.elevated_start = now
+            if self.decision.pressure == memory.ELEVATED:
+                self.elevated_start = started
+            boards[at] = boards[at].probed(claim.task.workspace)
             self._submit(claim)
+
+    def _admission(self) -> tuple[admission.Readings, admission.Decision]:
+        """The readings and the decision of this pass. The boards are read only when the
+        node itself would claim (their reads cost each board a query)."""
+        guards = admission.Guards.of(self.services.cfg)
+        readings = gauge.node(
+            self.services,
+            free=min(self.concurrency, MAX_SLOTS) - len(self.workers),
+            stopping=self.stopping,
+            busy=len(self.workers),
+            workspaces=list(self.workspaces),
+            since_elevated=time.monotonic() - self.elevated_start,
+        )
+        decision = admission.admit(readings, guards)
+        if decision.claims > 0:
+            readings = dataclasses.replace(readings, boards=gauge.boards(self.services))
+            decision = admission.admit(readings, guards)
+        return readings, decision
 
     @staticmethod
     def _concurrency(cfg: configuration.Config) -> int:
@@ -382,108 +327,16 @@ class Daemon:
             return int(cfg.concurrency)
         return sizing.derived_concurrency(sizing.read_limits(), cfg.memory_per_run_mb)
 
-    def _open_boards(self) -> list[str]:
-        """The boards claims may come from: paused ones are skipped (``claim`` would refuse
-        them anyway, under the board lock), and so are those whose daily budget is spent
-        and those the storm breaker marks broken; when none is left, status says why."""
-        slugs = list(self.services.store.board_slugs())
-        unpaused = [slug for slug in slugs if self._board_pause(slug) is None]
-        if slugs and not unpaused:
-            self.hold = ("board_paused", f"every board is paused ({', '.join(slugs)})")
-            return unpaused
-        spent = {slug: why for slug in unpaused if (why := self._budget_spent(slug))}
-        if unpaused and len(spent) == len(unpaused):
-            said = "; ".join(f"{slug}: {why}" for slug, why in spent.items())
-            self.hold = ("budget", f"every open board's daily budget is spent ({said})")
-            return []
-        open_slugs = [slug for slug in unpaused if slug not in spent]
-        now = time.time()
-        broken = {
-            slug: trip
-            for slug in open_slugs
-            if (trip := self.services.breaker.blocked(breaker.scope(breaker.BOARD, slug), now))
-        }
-        if open_slugs and len(broken) == len(open_slugs):
-            self.hold = ("breaker", "; ".join(trip.describe() for trip in broken.values()))
-        return [slug for slug in open_slugs if slug not in broken]
-
-    def _budget_spent(self, slug: str) -> str | None:
-        """Why nothing more is claimed on ``slug`` today (its daily budget), or None: the
-        spend of every runner of the board (its shared ledger) and this home's own."""
-        daily = self.services.cfg.daily_budget_usd
-        if budget.daily_budget(daily, slug) is None:
-            return None
-        now = clock.now()
-        try:
-            with self.services.resting.use(slug):
-                shared = usage_share.on_board(
-                    self.services.store.board(slug), since_day=ledger.day_of(now)
-                )
-        except BoardUnavailable as error:
-            # Its claim fails as well while it is away; this home's spend is all we know.
-            log.debug("board %s's usage not readable: %s", slug, error)
-            shared = []
-        records = ledger.merged(shared, self.services.ledger.records(slug))
-        return budget.board_spent(daily, slug, ledger.on_day(records, now))
-
-    def _board_pause(self, slug: str) -> BoardPause | None:
-        try:
-            with self.services.resting.use(slug):
-                return self.services.store.board(slug).paused()
-        except BoardUnavailable as error:
-            log.debug("board %s skipped: %s", slug, error)
-            return None  # resting now: its claim fails at once and is skipped there
-
-    def _held(self, now: float) -> tuple[str, str] | None:
-        """Why nothing may be claimed now although slots are free: a pause, memory, disk
-        space, or every provider marked broken by the storm breaker."""
-        if self.paused is not None:
-            return "paused", f"runner paused: {self.paused.reason}"
-        cfg = self.services.cfg
-        self.memory = memory.read()
-        metrics.memory_available(self.memory.available if self.memory else None)
-        self.pressure = memory.pressure(
-            self.memory, cfg.min_available_memory_mb, cfg.elevated_memory_mb
-        )
-        shortage = memory.shortage(self.memory, cfg.min_available_memory_mb)
-        if shortage is not None:
-            return "memory", shortage
-        self.disk = disk.measure([str(self.services.home.root), *self.workspaces])
-        for space in self.disk:
-            metrics.DISK_FREE.labels(space.path).set(space.free)
-        full = disk.shortage(self.disk, cfg.min_free_disk_mb)
-        if full is not None:
-            return "disk", full
-        scopes = [breaker.scope(breaker.PROVIDER, provider) for provider in PROVIDERS]
-        broken = [trip for where in scopes if (trip := self.services.breaker.blocked(where, now))]
-        if len(broken) == len(PROVIDERS):
-            return "breaker", "; ".join(trip.describe() for trip in broken)
-        return None
-
-    def _watch_stuck(self, now: float) -> None:
-        """Flag runs nearing a hard limit; comment once per run and kind (``service/stuck.py``)."""
-        cfg = self.services.cfg
-        counts = dict.fromkeys(stuck.KINDS, 0)
-        for run in self.services.activity.snapshot():
-            found = stuck.assess(
-                run,
-                now,
-                stall_timeout=cfg.stall_timeout,
-                max_runtime=run["max_runtime"] or cfg.max_runtime,
-                fraction=cfg.stuck_warning_fraction,
-            )
-            self.services.activity.update(run["run_id"], warnings=[asdict(w) for w in found])
-            warned = self.warned.setdefault(run["run_id"], set())
-            for warning in found:
-                counts[warning.kind] += 1
-                if warning.kind not in warned and self._warn(run, warning):
-                    warned.add(warning.kind)
+    def _watch(self, now: float) -> None:
+        """Runs nearing a hard limit flagged and commented (``service/stuck.py``); the
+        breaker's and the operator controls' gauges."""
+        counts = self.stuck.turn(self.services, now)
         trips = set(self.services.breaker.trips())
         metrics.broken(trips, self.broken_seen)
         self.broken_seen |= trips
         metrics.controls(
-            paused=self.paused is not None,
-            hold=self.hold[0] if self.hold else None,
+            paused=self.readings.paused is not None,
+            hold=self.decision.hold.kind if self.decision.hold else None,
             **self._slots(),
             stuck=counts,
         )
@@ -492,53 +345,29 @@ class Daemon:
         snapshot = self.services.slots.snapshot()
         return {"providers": snapshot["providers"], "waiting": snapshot["waiting"]}
 
-    def _warn(self, run: dict[str, Any], warning: stuck.Warning) -> bool:
-        """One comment on the task; False when the board cannot take it now (tried again)."""
-        log.warning(
-            "run %s of %s/%s looks stuck: %s",
-            run["run_id"],
-            run["board"],
-            run["task_id"],
-            warning.message,
-            extra=logs.about(run["board"], run["task_id"], run["run_id"]),
-        )
-        try:
-            with self.services.resting.use(run["board"]):
-                self.services.store.board(run["board"]).comment(
-                    run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
-                )
-        except BoardUnavailable as error:
-            log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
-            return False
-        metrics.STUCK_WARNINGS.labels(warning.kind).inc()
-        return True
-
-    def _claim_from(self, slug: str) -> Claim | None:
-        """A claim on ``slug``, or None; a board that is unavailable rests (``service/resting``),
-        and one the storm breaker marks broken gives one claim per probe. The claim passes
-        over the tasks of the board's workspaces the breaker marks broken; a task of one
-        whose probe is due is its probe."""
+    def _claim_from(self, board: admission.Claimable) -> Claim | None:
+        """A claim on ``board``, or None; a board that is unavailable rests
+        (``service/resting``). A claim that is a probe of the storm breaker's (of the
+        board, or of a workspace of it) begins the probe: one claim per probe."""
         now = time.time()
-        trips = self.services.breaker.trips()  # read once: every claim of every pass asks
+        slug = board.slug
         on_board = breaker.scope(breaker.BOARD, slug)
-        if on_board in trips and not self.services.breaker.admits(on_board, now):
+        if board.probe and not self.services.breaker.admits(on_board, now):
             return None
         try:
             with self.services.resting.use(slug):
-                board = self.services.store.board(slug)
-                claim = board.claim(
+                claim = self.services.store.board(slug).claim(
                     self.services.node,
                     self.services.cfg.lease_ttl,
                     self.services.cfg.default_assignee,
-                    breaker.broken_workspaces(trips, slug, now),
+                    board.skip,
                 )
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
             return None
-        if claim is not None and claim.task.workspace is not None:
+        if claim is not None and claim.task.workspace in board.probing:
             where = breaker.workspace_scope(slug, claim.task.workspace)
-            if where in trips:
-                self.services.breaker.admits(where, now)  # its probe, due: started now
+            self.services.breaker.admits(where, now)  # its probe, due: started now
         return claim
 
     def _submit(self, claim: Claim) -> None:
@@ -656,19 +485,25 @@ class Daemon:
                 pending_finalizations=self.pending_finalizations,
                 metrics_port=self.metrics_server.port if self.metrics_server else None,
                 metrics_address=self.cfg.metrics_address if self.metrics_server else None,
-                paused=self.paused.to_dict() if self.paused else None,
-                hold={"kind": self.hold[0], "reason": self.hold[1]} if self.hold else None,
+                paused=self.readings.paused.to_dict() if self.readings.paused else None,
+                hold=self.decision.hold.to_dict() if self.decision.hold else None,
                 providers=self._slots(),
-                memory={**asdict(self.memory), "pressure": self.pressure} if self.memory else None,
-                disk=[asdict(space) for space in self.disk],
+                memory=self._memory(),
+                disk=[asdict(space) for space in self.readings.disk],
                 config=self.config_watch.to_dict(),
                 stopping=self.stopping_state.to_dict() if self.stopping_state else None,
             ),
             now,
         )
 
+    def _memory(self) -> dict[str, Any] | None:
+        """The memory read last and its pressure, for status."""
+        reading = self.readings.memory
+        return None if reading is None else {**asdict(reading), "pressure": self.decision.pressure}
+
     def _status_line(self) -> str:
-        held = f"not claiming ({self.hold[1]}), " if self.hold else ""
+        hold = self.decision.hold
+        held = f"not claiming ({hold.reason}), " if hold else ""
         return (
             held + f"{len(self.workers)}/{self.concurrency} slots busy, "
             f"{self.runs_finished} runs finished, "

@@ -77,7 +77,7 @@ class Home:
 
     @property
     def usage(self) -> Path:
-        """The usage ledgers, one per board (see ``service/ledger.py``)."""
+        """The usage ledgers, one per board (see ``usage/ledger.py``)."""
         return self.root / "usage"
 
     def usage_file(self, board: str) -> Path:

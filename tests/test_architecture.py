@@ -71,10 +71,9 @@ def test_the_table_names_no_module_that_is_gone() -> None:
 
 #: One concept per module, none over this many lines (the project's rule, issue 40).
 MAX_LINES = 600
-#: Modules still over it, each being split on its own branch; none may join them.
-OVER_FOR_NOW = frozenset(
-    {"lane_runner/config.py", "lane_runner/daemon.py", "lane_runner/run/executor.py"}
-)
+#: Modules still over it; none may join them. ``config.py`` is the one table every key is
+#: declared in (with its checks): to be split by the settings it serves.
+OVER_FOR_NOW = frozenset({"lane_runner/config.py"})
 
 
 def long_modules(repo: Path = REPO) -> list[str]:

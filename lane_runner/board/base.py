@@ -316,7 +316,7 @@ class HostedBoard(Protocol):
 class SharedLedger(Protocol):
     """A board that keeps the usage ledger for every runner serving it (the SQL boards).
 
-    The home's ledger (``service/ledger.py``) is a runner's own; several runners on one
+    The home's ledger (``usage/ledger.py``) is a runner's own; several runners on one
     board (pods, each with its home) count a task's and the board's day's spend
     together only through the board. Records are the home ledger's, keyed by their
     ``id``: storing one again changes nothing, so a runner re-sends whatever it is not

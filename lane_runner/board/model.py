@@ -33,7 +33,7 @@ class BlockKind(StrEnum):
     NEEDS_INPUT = "needs_input"
     GAVE_UP = "gave_up"
     BUDGET = "budget"
-    """The task's or its board's day's budget is spent (``run/budget.py``)."""
+    """The task's or its board's day's budget is spent (``usage/budget.py``)."""
 
 
 class EventKind(StrEnum):

@@ -23,7 +23,7 @@ For each task the board shows done (or archived after it was done):
 
 Each board's usage ledger first: what the home did not send yet goes to the board's
 shared ledger, and the home's records past ``usage_retention_days`` that the board holds
-go (``service/usage_share.py``), on every kind of board.
+go (``usage/share.py``), on every kind of board.
 
 A blocked task keeps everything for whoever unblocks it; a task not done is not
 looked at. Hosted boards' workspaces are the host's (Hermes): not touched.
@@ -55,8 +55,8 @@ from lane_runner.run import (
     workspace,
 )
 from lane_runner.run.stage import Stage
-from lane_runner.service import usage_share
 from lane_runner.service.services import Services
+from lane_runner.usage import share
 
 log = logging.getLogger(__name__)
 AUTHOR = "lane-runner"
@@ -78,6 +78,21 @@ class SweepReport:
     journal: CollectReport = field(default_factory=CollectReport)
     usage_dropped: int = 0
     """Home usage records past ``usage_retention_days`` that their board holds."""
+
+    def log(self) -> None:
+        """What the sweep removed, in the log (nothing when it removed nothing)."""
+        if self.usage_dropped:
+            log.info("usage ledger: %d old record(s) the boards hold left this home",
+                     self.usage_dropped)
+        if self.worktrees_removed or self.followed_up or self.journal.removed:
+            log.info(
+                "cleanup: %d worktrees removed, %d results followed up, %d journal files "
+                "and %d logs removed",
+                len(self.worktrees_removed),
+                len(self.followed_up),
+                len(self.journal.removed),
+                len(self.logs_removed),
+            )
 
 
 def retention(cfg: Config) -> RetentionPolicy:
@@ -124,10 +139,10 @@ def sweep(
 
 
 def _settle_usage(services: Services, board: Board, now: float) -> int:
-    """The usage ledger's share and retention (``service/usage_share.py``); a disk error
+    """The usage ledger's share and retention (``usage/share.py``); a disk error
     leaves both for the next sweep (the records stay in the home)."""
     try:
-        return usage_share.settle(board, services.ledger, services.cfg.usage_retention_days, now)
+        return share.settle(board, services.ledger, services.cfg.usage_retention_days, now)
     except OSError as error:
         log.warning("usage ledger of board %s left for the next sweep: %s", board.slug, error)
         return 0

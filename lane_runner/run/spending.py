@@ -2,7 +2,7 @@
 CLI reports, put in the home's ledger as it comes; the ledger shared with the board, so
 other runners' spend counts too; the budget crossed, which ends the attempt.
 
-The arithmetic is ``run/budget.py``'s and the ledger's; this room only keeps the run's
+The arithmetic is ``usage/``'s (``budget``, ``ledger``, ``spend``); this room only keeps the run's
 copy of the board's records and carries their answers out.
 """
 
@@ -14,9 +14,12 @@ from typing import Any
 from lane_runner import clock
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.providers import UsageReport
-from lane_runner.run import budget, usage_note
+from lane_runner.run import usage_note
 from lane_runner.run.claimed import Claimed
-from lane_runner.service import ledger, metrics, usage_share
+from lane_runner.service import metrics
+from lane_runner.usage import budget, ledger, share
+from lane_runner.usage.record import Record, day_of
+from lane_runner.usage.spend import Spend, Totals, merged
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +36,17 @@ class Spending:
         self.unknown_usage = usage_note.Unknown()  # impossible usage figures, to comment on
         # The board's copy of the usage ledger: the task's records and the board's today's,
         # as last read (``share``); what budgets read with the home's own records.
-        self.on_board: list[dict[str, Any]] = []
+        self.on_board: list[Record] = []
 
-    def spend(self) -> tuple[ledger.Totals, ledger.Totals]:
+    def spend(self) -> tuple[Totals, Totals]:
         """The task's spend over all its runs, and its board's over today (UTC), on every
         runner of the board: the board's copy as last read, and the home's own records
         (those not sent yet too). Reads no board: the CLI's pipe calls it."""
-        records = self.records()
-        today = ledger.day_of(clock.now())
-        return (
-            ledger.total(r for r in records if r["task_id"] == self.c.task.id),
-            ledger.total(r for r in records if r["day"] == today),
-        )
+        spend = self.records()
+        return spend.task(self.c.task.id), spend.on_day(clock.now())
 
-    def records(self) -> list[dict[str, Any]]:
-        return ledger.merged(self.on_board, self.c.s.ledger.records(self.c.task.board))
+    def records(self) -> Spend:
+        return Spend.of(self.on_board, self.c.s.ledger.records(self.c.task.board))
 
     def share(self, *, whole_task: bool = False) -> None:
         """Send the home's unsent usage records to the board, and read back the board's
@@ -61,11 +60,11 @@ class Spending:
         task = whole_task or limits.max_cost_usd is not None or limits.max_tokens is not None
         try:
             with c.s.resting.use(c.task.board):
-                usage_share.send(c.board, c.s.ledger)
-                today = ledger.day_of(clock.now())
-                self.on_board = ledger.merged(
-                    usage_share.on_board(c.board, task_id=c.task.id) if task else [],
-                    usage_share.on_board(c.board, since_day=today)
+                share.send(c.board, c.s.ledger)
+                today = day_of(clock.now())
+                self.on_board = merged(
+                    share.on_board(c.board, task_id=c.task.id) if task else [],
+                    share.on_board(c.board, since_day=today)
                     if limits.daily_usd is not None else [],
                 )
         except BoardUnavailable as error:
@@ -118,8 +117,5 @@ class Spending:
     def summary(self) -> dict[str, Any]:
         """What the task (on every runner) and this run spent, for the completed event."""
         self.share(whole_task=True)
-        records = self.records()
-        return {
-            "task": ledger.task_usage(records, self.c.task.id),
-            "run": ledger.total(r for r in records if r["run_id"] == self.c.run.id).to_dict(),
-        }
+        spend = self.records()
+        return {"task": spend.task_usage(self.c.task.id), "run": spend.run(self.c.run.id).to_dict()}

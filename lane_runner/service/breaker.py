@@ -159,6 +159,12 @@ def holding(trips: Mapping[str, Trip], board: str, workspace: str | None) -> Tri
     return next((trips[where] for where in scopes if where in trips), None)
 
 
+def in_force(trips: Mapping[str, Trip], where: str, now: float) -> Trip | None:
+    """The trip that keeps ``where`` from being used now; none while a probe is due (pure)."""
+    trip = trips.get(where)
+    return trip if trip is not None and now < trip.probe_at else None
+
+
 def broken_workspaces(trips: Mapping[str, Trip], board: str, now: float) -> frozenset[str]:
     """The workspaces of ``board`` whose tasks a claim passes over now (pure; those whose
     probe is due are not among them: a claim of one of their tasks is the probe)."""
@@ -262,9 +268,8 @@ class Breaker:
             return True
 
     def blocked(self, where: str, now: float) -> Trip | None:
-        """The trip that keeps ``where`` from being used now (none while a probe is due)."""
-        trip = read(self.path).get(where)
-        return trip if trip is not None and now < trip.probe_at else None
+        """``in_force`` of the trips in this home."""
+        return in_force(read(self.path), where, now)
 
     def broken_workspaces(self, board: str, now: float) -> frozenset[str]:
         """``broken_workspaces`` of the trips in force."""

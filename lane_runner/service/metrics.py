@@ -23,6 +23,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from journal import RecoveryReport
 from lane_runner.providers.model import Classification
 from lane_runner.service.probes import Health, Verdict
+from lane_runner.usage.record import Record
 
 REGISTRY = CollectorRegistry()
 
@@ -155,14 +156,14 @@ COST = Counter(
 )
 
 
-def spent(records: Iterable[dict[str, Any]]) -> None:
+def spent(records: Iterable[Record]) -> None:
     """Count what new usage ledger records add."""
     for record in records:
-        for kind, count in record["tokens"].items():
+        for kind, count in record.tokens.items():
             if count:
-                TOKENS.labels(record["provider"], record["model"], kind).inc(count)
-        if record["cost_usd"]:
-            COST.labels(record["provider"], record["model"]).inc(record["cost_usd"])
+                TOKENS.labels(record.provider, record.model, kind).inc(count)
+        if record.cost_usd:
+            COST.labels(record.provider, record.model).inc(record.cost_usd)
 
 
 def attempt_ended(provider: str, classification: Classification) -> None:

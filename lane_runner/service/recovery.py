@@ -19,8 +19,9 @@ from journal import RecoveryReport
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import BlockKind, Outcome, Run
 from lane_runner.run import undelivered
-from lane_runner.service import leftovers, usage_share
+from lane_runner.service import leftovers
 from lane_runner.service.services import Services
+from lane_runner.usage import share
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def _send_usage(services: Services, slug: str) -> int:
     ledger, writing its marks) does not stop recovery: what was not marked is sent again
     later, which the board ignores for what it took."""
     try:
-        return usage_share.send(services.store.board(slug), services.ledger)
+        return share.send(services.store.board(slug), services.ledger)
     except OSError as error:
         log.warning("usage of board %s not shared now (%s): sent again later",
                     slug, error)

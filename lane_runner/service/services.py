@@ -27,9 +27,9 @@ from lane_runner.run import command
 from lane_runner.service import identity, leftovers
 from lane_runner.service.activity import Activity
 from lane_runner.service.breaker import Breaker
-from lane_runner.service.ledger import Ledger
 from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
+from lane_runner.usage.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

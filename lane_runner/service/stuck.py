@@ -8,8 +8,15 @@ metrics, and the daemon leaves one comment per run and kind on the task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from lane_runner.board.base import BoardUnavailable
+from lane_runner.service import logs, metrics
+from lane_runner.service.services import Services
+
+log = logging.getLogger(__name__)
 
 QUIET = "quiet"
 LONG = "long"
@@ -51,3 +58,58 @@ def assess(
             )
         )
     return found
+
+
+@dataclass
+class Watch:
+    """The daemon's watch over its runs: each turn flags the runs near a limit in the
+    activity (``status``) and comments once per run and kind on the task."""
+
+    warned: dict[int, set[str]] = field(default_factory=dict)
+    """The kinds commented, per run."""
+
+    def turn(self, services: Services, now: float) -> dict[str, int]:
+        """Flag and comment; how many runs each kind of warning holds now."""
+        cfg = services.cfg
+        counts = dict.fromkeys(KINDS, 0)
+        for run in services.activity.snapshot():
+            found = assess(
+                run,
+                now,
+                stall_timeout=cfg.stall_timeout,
+                max_runtime=run["max_runtime"] or cfg.max_runtime,
+                fraction=cfg.stuck_warning_fraction,
+            )
+            services.activity.update(run["run_id"], warnings=[asdict(w) for w in found])
+            warned = self.warned.setdefault(run["run_id"], set())
+            for warning in found:
+                counts[warning.kind] += 1
+                if warning.kind not in warned and _comment(services, run, warning):
+                    warned.add(warning.kind)
+        return counts
+
+    def forget(self, run_id: int) -> None:
+        """A run ended: its warnings go with it."""
+        self.warned.pop(run_id, None)
+
+
+def _comment(services: Services, run: dict[str, Any], warning: Warning) -> bool:
+    """One comment on the task; False when the board cannot take it now (tried again)."""
+    log.warning(
+        "run %s of %s/%s looks stuck: %s",
+        run["run_id"],
+        run["board"],
+        run["task_id"],
+        warning.message,
+        extra=logs.about(run["board"], run["task_id"], run["run_id"]),
+    )
+    try:
+        with services.resting.use(run["board"]):
+            services.store.board(run["board"]).comment(
+                run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
+            )
+    except BoardUnavailable as error:
+        log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
+        return False
+    metrics.STUCK_WARNINGS.labels(warning.kind).inc()
+    return True

@@ -576,7 +576,7 @@ def test_wait_for_change_sees_new_boards(open_store: Callable[[], Store]) -> Non
 
 
 def spend(record_id: str, task_id: str, day: str, at: float, cost: float) -> dict[str, Any]:
-    """A usage record as the home ledger writes it (``service/ledger.py``), as far as the
+    """A usage record as the home ledger writes it (``usage/ledger.py``), as far as the
     board reads it."""
     return {"format": 1, "id": record_id, "task_id": task_id, "day": day, "at": at,
             "board": "main", "tokens": {"input": 10}, "cost_usd": cost}

@@ -21,8 +21,9 @@ from lane_runner.cli.checks import Level
 from lane_runner.providers.simulators.play import OUTPUT_FILE
 from lane_runner.run import cleanup, keeping, workspace
 from lane_runner.run.executor import RunExecutor
-from lane_runner.service import diskuse, ledger
+from lane_runner.service import diskuse
 from lane_runner.service.services import Services
+from lane_runner.usage import record
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
 from tests.daemon.test_push import bare_remote, done_before_its_follow_ups
 from tests.harness import BOARD, Lane, git
@@ -234,9 +235,9 @@ def test_the_sweep_shares_the_usage_ledger_and_drops_old_records_the_board_holds
     """The home's records older than ``usage_retention_days`` (90) leave it once the board
     holds them; the board's copy keeps them for every runner."""
     finish(services, lane, "spends")
-    spent = [r["id"] for r in services.ledger.records(BOARD)]
+    spent = [r.id for r in services.ledger.records(BOARD)]
     assert spent, "the simulated CLI reports its spend"
     assert sweep(services).usage_dropped == 0  # today's records stay
     assert sweep(services, later=100 * DAY).usage_dropped == len(spent)
-    assert ledger.read(lane.home.usage_file(BOARD)) == []
+    assert record.read(lane.home.usage_file(BOARD)) == []
     assert [r["id"] for r in lane.board.usage()] == spent

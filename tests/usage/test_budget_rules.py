@@ -1,11 +1,11 @@
-"""The budget's pure decisions (``run/budget.py``) on hand-made spend."""
+"""The budget's pure decisions (``usage/budget.py``) on hand-made spend."""
 
 from __future__ import annotations
 
 import pytest
 
-from lane_runner.run import budget
-from lane_runner.service.ledger import Totals
+from lane_runner.usage import budget
+from lane_runner.usage.spend import Totals
 
 
 def spent(dollars: float) -> Totals:

@@ -12,7 +12,7 @@ from lane_runner.providers import claude, codex
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.usage import MAX_TOKENS, tokens
 from lane_runner.run.usage_note import Unknown
-from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.usage.ledger import Attempt, Ledger
 
 CODEX = codex.ADAPTER
 CLAUDE = claude.ADAPTER
@@ -40,7 +40,7 @@ def test_codex_reporting_two_to_the_seventy_is_recorded_as_unknown(tmp_path: Pat
     [report] = reading.take_usage()
     assert report.unknown == ("input",) and report.models["gpt-5"]["output"] == 80
     [record] = Ledger(tmp_path).record(Attempt("work", "t1", 1, 1, "codex"), report, {}, 1.0)
-    assert record["unknown"] == ["input"] and record["tokens"]["input"] == 0
+    assert record.unknown == ("input",) and record.tokens["input"] == 0
 
 
 def test_claude_reporting_a_negative_count_is_recorded_as_unknown() -> None:

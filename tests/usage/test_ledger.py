@@ -11,8 +11,9 @@ import pytest
 from lane_runner.providers import claude, codex
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.usage import UsageReport, tokens
-from lane_runner.service import ledger
-from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.usage import ledger, spend
+from lane_runner.usage.ledger import Attempt, Ledger
+from lane_runner.usage.record import line, read
 
 CODEX = codex.ADAPTER
 CLAUDE = claude.ADAPTER
@@ -35,17 +36,17 @@ def test_a_resumed_codex_thread_is_counted_by_its_difference(tmp_path: Path) -> 
     book.record(attempt(1), cumulative("th", "gpt-5", input=3000, output=100), PRICES, 1.0)
     book.record(attempt(2, run=2), cumulative("th", "gpt-5", input=5000, output=150), PRICES, 2.0)
     records = Ledger(tmp_path).records("work")  # read back from the file
-    assert [r["tokens"]["input"] for r in records] == [3000, 2000]
-    assert [r["tokens"]["output"] for r in records] == [100, 50]
-    assert ledger.total(records).cost_usd == pytest.approx((5000 * 1.0 + 150 * 10.0) / 1e6)
-    assert {r["cost_source"] for r in records} == {"prices"}
+    assert [r.tokens["input"] for r in records] == [3000, 2000]
+    assert [r.tokens["output"] for r in records] == [100, 50]
+    assert spend.total(records).cost_usd == pytest.approx((5000 * 1.0 + 150 * 10.0) / 1e6)
+    assert {r.cost_source for r in records} == {"prices"}
 
 
 def test_an_unpriced_model_costs_unknown_never_a_guess(tmp_path: Path) -> None:
     book = Ledger(tmp_path)
     [record] = book.record(attempt(1), cumulative("th", "o9", input=10, output=1), PRICES, 1.0)
-    assert record["cost_usd"] is None and record["cost_source"] is None
-    assert ledger.total([record]).to_dict()["cost_complete"] is False
+    assert record.cost_usd is None and record.cost_source is None
+    assert spend.total([record]).to_dict()["cost_complete"] is False
     assert ledger.price("gpt-5", tokens(input=1, cache_write=1).tokens, PRICES) is None
 
 
@@ -54,7 +55,7 @@ def test_a_new_session_or_a_count_that_began_again_is_counted_whole(tmp_path: Pa
     book.record(attempt(1), cumulative("a", "gpt-5", input=3000), PRICES, 1.0)
     book.record(attempt(2), cumulative("b", "gpt-5", input=1000), PRICES, 1.0)
     book.record(attempt(3), cumulative("a", "gpt-5", input=500), PRICES, 1.0)
-    assert [r["tokens"]["input"] for r in book.records("work")] == [3000, 1000, 500]
+    assert [r.tokens["input"] for r in book.records("work")] == [3000, 1000, 500]
 
 
 def test_claude_messages_count_once_and_the_result_adds_only_the_rest(tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_claude_messages_count_once_and_the_result_adds_only_the_rest(tmp_path: 
     book.record(two, UsageReport("message", "s", {"m": tokens(input=2000, output=1).tokens},
                                  key="msg_2"), {}, 2.0)
     book.record(two, cumulative("s", "m", cost=0.00675, input=2000, output=50), {}, 2.0)
-    totals = ledger.total(book.records("work"))
+    totals = spend.total(book.records("work"))
     assert totals.tokens["input"] == 3000
     assert totals.tokens["output"] == 50  # the killed message's final count was never said
     assert totals.cost_usd == pytest.approx(0.00675) and totals.unpriced == 2
@@ -80,7 +81,7 @@ def test_claude_totals_across_resumes_that_ended_well(tmp_path: Path) -> None:
     one, two = attempt(1, provider="claude"), attempt(2, provider="claude")
     book.record(one, cumulative("s", "m", cost=0.0105, input=3000, output=100), {}, 1.0)
     book.record(two, cumulative("s", "m", cost=0.02025, input=6000, output=150), {}, 2.0)
-    totals = ledger.total(book.records("work"))
+    totals = spend.total(book.records("work"))
     assert (totals.tokens["input"], totals.tokens["output"]) == (6000, 150)
     assert round(totals.cost_usd, 6) == 0.02025
 
@@ -94,7 +95,7 @@ def test_a_line_cut_short_is_skipped_and_the_next_record_starts_afresh(tmp_path:
     again = Ledger(tmp_path)
     assert len(again.records("work")) == 1
     again.record(attempt(2), cumulative("th", "gpt-5", input=30), PRICES, 2.0)
-    assert [r["tokens"]["input"] for r in Ledger(tmp_path).records("work")] == [10, 20]
+    assert [r.tokens["input"] for r in Ledger(tmp_path).records("work")] == [10, 20]
 
 
 def test_summaries_by_dimension(tmp_path: Path) -> None:
@@ -102,7 +103,7 @@ def test_summaries_by_dimension(tmp_path: Path) -> None:
     book.record(attempt(1), cumulative("th", "gpt-5", input=10), PRICES, 0.0)
     book.record(Attempt("work", "t2", 3, 1, "claude"), cumulative("s", "m", cost=1.0, input=5),
                 {}, 86400.0)
-    rows = ledger.summarize(book.records("work"), ("provider", "day"))
+    rows = spend.summarize(book.records("work"), ("provider", "day"))
     assert [(r["provider"], r["day"], r["total_tokens"]) for r in rows] == [
         ("claude", "1970-01-02", 5), ("codex", "1970-01-01", 10)]
 
@@ -134,3 +135,37 @@ def test_the_adapters_read_what_the_pinned_clis_print() -> None:
     assert message.basis == "message" and message.key == "msg_1"
     assert result.models["claude-sonnet-4-5"]["input"] == 6000  # modelUsage, not usage
     assert result.cost_usd == {"claude-sonnet-4-5": 0.02025}
+
+
+#: Lines as the ledger wrote them before its records were typed (format 1): a message,
+#: and a cumulative record with what the CLI said, the messages it covers and a kind
+#: the CLI gave an impossible number for.
+WRITTEN_BEFORE = (
+    b'{"format":1,"id":"work/t1/claude/s/msg_1","at":1.0,"day":"1970-01-01","board":"work",'
+    b'"task_id":"t1","run_id":1,"attempt":1,"provider":"claude","model":"m","session":"s",'
+    b'"basis":"message","tokens":{"input":1000,"cached_input":0,"cache_write":0,"output":1,'
+    b'"reasoning":0},"cost_usd":null,"cost_source":null}\n'
+    b'{"format":1,"id":"0f3c","at":2.0,"day":"1970-01-01","board":"work","task_id":"t1",'
+    b'"run_id":2,"attempt":1,"provider":"claude","model":"m","session":"s",'
+    b'"basis":"cumulative","tokens":{"input":1000,"cached_input":0,"cache_write":0,'
+    b'"output":49,"reasoning":0},"cost_usd":0.00675,"cost_source":"cli","seen":{"input":2000,'
+    b'"cached_input":0,"cache_write":0,"output":50,"reasoning":0,"cost_usd":0.00675},'
+    b'"covers":["work/t1/claude/s/msg_1"],"unknown":["cache_write"]}\n'
+)
+
+
+def test_a_ledger_written_before_reads_the_same_and_writes_back_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The typed records keep format 1: every key, in its order, so retention's rewrite
+    of an old file changes none of its lines. Mutations: a key renamed, left out
+    (``seen``, ``covers``, ``unknown``) or moved in ``Record.to_dict``; ``seen`` read
+    without its dollars."""
+    path = tmp_path / "work.jsonl"
+    path.write_bytes(WRITTEN_BEFORE)
+    message, result = read(path)
+    assert result.seen is not None and result.seen.cost_usd == 0.00675
+    assert result.covers == (message.id,) and result.unknown == ("cache_write",)
+    assert b"".join(line(record) for record in (message, result)) == WRITTEN_BEFORE
+    totals = spend.total([message, result])
+    assert totals.unpriced == 0 and totals.tokens["output"] == 50  # the message is covered

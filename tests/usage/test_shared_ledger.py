@@ -1,4 +1,4 @@
-"""The usage ledger shared through a real board (``service/usage_share.py``): two homes'
+"""The usage ledger shared through a real board (``usage/share.py``): two homes'
 records counted together and once, a board that is away while a record is made gets it
 later (once), and retention drops only what the board holds."""
 
@@ -19,9 +19,12 @@ from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sqlite import SqliteStore
 from lane_runner.providers.usage import UsageReport, tokens
-from lane_runner.service import ledger, recovery, usage_share
-from lane_runner.service.ledger import Attempt, Ledger
+from lane_runner.service import recovery
 from lane_runner.service.services import build
+from lane_runner.usage import share
+from lane_runner.usage.ledger import Attempt, Ledger
+from lane_runner.usage.record import Record, day_of, from_board, read
+from lane_runner.usage.spend import Spend, merged, total
 from tests.harness import BOARD, Lane
 
 PRICES = {"gpt-5": {"input": 1.0, "output": 10.0}}
@@ -29,7 +32,7 @@ DAY = 86400.0
 NOW = 1_800_000_000.0
 
 
-def spend(book: Ledger, session: str, run: int, at: float = NOW) -> list[dict[str, object]]:
+def spend(book: Ledger, session: str, run: int, at: float = NOW) -> list[Record]:
     spent = tokens(input=1000, output=100).tokens
     report = UsageReport("cumulative", session, {"gpt-5": spent}, {})
     return book.record(Attempt("main", "t1", run, 1, "codex"), report, PRICES, at)
@@ -59,11 +62,11 @@ def test_two_homes_count_their_spend_together_and_once(
     spend(homes[0], "s-a", run=1)
     spend(homes[1], "s-b", run=2)
     for book, store in zip(homes, boards, strict=True):
-        assert usage_share.send(board_of(store), book) == 1
-        assert usage_share.send(board_of(store), book) == 0  # confirmed: not sent again
+        assert share.send(board_of(store), book) == 1
+        assert share.send(board_of(store), book) == 0  # confirmed: not sent again
     for book, store in zip(homes, boards, strict=True):
-        records = ledger.merged(usage_share.on_board(board_of(store)), book.records("main"))
-        totals = ledger.total(records)
+        records = Spend.of(share.on_board(board_of(store)), book.records("main")).records
+        totals = total(records)
         assert totals.records == 2 and totals.tokens["input"] == 2000
         assert totals.cost_usd == pytest.approx(2 * (1000 * 1.0 + 100 * 10.0) / 1e6)
 
@@ -77,19 +80,20 @@ def test_a_record_made_while_the_board_is_away_is_sent_later_and_counted_once(
     holder = sqlite3.connect(tmp_path / "boards" / "main.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another runner holds the board's write lock
     with pytest.raises(BoardUnavailable):
-        usage_share.send(board, book)
-    assert [r["id"] for r in book.unsent("main")] == [record["id"]]
-    counted = ledger.total(ledger.merged(board.usage(), book.records("main")))
+        share.send(board, book)
+    assert [r.id for r in book.unsent("main")] == [record.id]
+    counted = total(merged(from_board(board.usage(), "main"), book.records("main")))
     assert counted.records == 1  # the home's copy counts while the board lacks it
     holder.execute("ROLLBACK")
     holder.close()
     again = Ledger(tmp_path / "home")  # a later process: recovery, the next daemon
-    assert usage_share.send(board, again) == 1
-    assert usage_share.send(board, Ledger(tmp_path / "home")) == 0
+    assert share.send(board, again) == 1
+    assert share.send(board, Ledger(tmp_path / "home")) == 0
     again.sent_path("main").unlink()  # a mark lost to a crash: sent again, stored once
-    assert usage_share.send(board, Ledger(tmp_path / "home")) == 1
-    assert [r["id"] for r in board.usage()] == [record["id"]]
-    assert ledger.total(ledger.merged(board.usage(), again.records("main"))).records == 1
+    assert share.send(board, Ledger(tmp_path / "home")) == 1
+    assert [r["id"] for r in board.usage()] == [record.id]
+    shared = from_board(board.usage(), "main")
+    assert total(merged(shared, again.records("main"))).records == 1
 
 
 def test_retention_drops_old_records_the_board_holds_and_keeps_the_rest(
@@ -99,15 +103,15 @@ def test_retention_drops_old_records_the_board_holds_and_keeps_the_rest(
     book = Ledger(tmp_path / "home")
     [old] = spend(book, "s1", run=1, at=NOW - 100 * DAY)
     [recent] = spend(book, "s2", run=2, at=NOW - DAY)
-    assert usage_share.settle(board, book, 0, NOW) == 0  # 0: keep every record
+    assert share.settle(board, book, 0, NOW) == 0  # 0: keep every record
     assert len(book.records("main")) == 2
-    assert usage_share.settle(board, book, 90, NOW) == 1  # sent, then the old one went
+    assert share.settle(board, book, 90, NOW) == 1  # sent, then the old one went
     [unsent_old] = spend(book, "s3", run=3, at=NOW - 100 * DAY)  # made, never sent
-    assert book.prune("main", ledger.day_of(NOW - 90 * DAY)) == 0
+    assert book.prune("main", day_of(NOW - 90 * DAY)) == 0
     reread = Ledger(tmp_path / "home")
-    assert [r["id"] for r in reread.records("main")] == [recent["id"], unsent_old["id"]]
-    assert [r["id"] for r in reread.unsent("main")] == [unsent_old["id"]]
-    assert {r["id"] for r in board.usage()} == {old["id"], recent["id"]}  # the board keeps all
+    assert [r.id for r in reread.records("main")] == [recent.id, unsent_old.id]
+    assert [r.id for r in reread.unsent("main")] == [unsent_old.id]
+    assert {r["id"] for r in board.usage()} == {old.id, recent.id}  # the board keeps all
 
 
 def test_a_daemon_that_records_while_the_board_is_locked_sends_the_record_later(
@@ -128,7 +132,7 @@ def test_a_daemon_that_records_while_the_board_is_locked_sends_the_record_later(
     blocker.execute("BEGIN IMMEDIATE")  # every write to the board is refused now
     try:
         gate.unlink()
-        lane.wait(lambda: ledger.read(lane.home.usage_file(BOARD)) != [] and
+        lane.wait(lambda: read(lane.home.usage_file(BOARD)) != [] and
                   not lane.live_workers(), what="the CLI's spend in the home ledger")
         assert lane.board.usage() == []  # the board could not take it
     finally:
@@ -140,8 +144,8 @@ def test_a_daemon_that_records_while_the_board_is_locked_sends_the_record_later(
     assert daemon.wait(timeout=60) == 0
     recovered = lane.cli("recover", "--json")
     assert recovered.returncode == 0, recovered.stderr
-    [record] = ledger.read(lane.home.usage_file(BOARD))
-    assert [r["id"] for r in lane.board.usage()] == [record["id"]]  # sent, once
+    [record] = read(lane.home.usage_file(BOARD))
+    assert [r["id"] for r in lane.board.usage()] == [record.id]  # sent, once
     usage = json.loads(lane.cli("usage", "--json").stdout)
     assert usage["total"]["records"] == 1 and usage["total"]["tokens"]["input"] == 1200
 
@@ -165,8 +169,8 @@ def test_recovery_goes_on_when_the_marks_cannot_be_written(
         with monkeypatch.context() as patch:
             patch.setattr(Ledger, "_write_all", full)
             assert recovery.recover(services).usage_sent == 0
-        assert [r["id"] for r in lane.board.usage()] == [record["id"]]
+        assert [r["id"] for r in lane.board.usage()] == [record.id]
         assert recovery.recover(services).usage_sent == 1
-        assert [r["id"] for r in lane.board.usage()] == [record["id"]]  # stored once
+        assert [r["id"] for r in lane.board.usage()] == [record.id]  # stored once
     finally:
         services.close()

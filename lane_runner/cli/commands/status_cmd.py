@@ -37,8 +37,9 @@ from lane_runner.config import Config
 from lane_runner.errors import UsageError
 from lane_runner.home import NODE_ID_BYTES, Home
 from lane_runner.router import health
-from lane_runner.run import budget, lanestate
-from lane_runner.service import breaker, ledger, lock, pause, status, stopping, usage_share
+from lane_runner.run import lanestate
+from lane_runner.service import breaker, lock, pause, status, stopping
+from lane_runner.usage import budget, record, share
 
 
 def register(subparsers: Any) -> None:
@@ -128,9 +129,7 @@ def _today(cfg: Config, slug: str, board: Board | None) -> dict[str, Any]:
     """What the board spent today (UTC; its shared ledger with this home's, or this home's
     alone when the board could not be read), and its daily budget with why nothing is
     claimed there when it is spent (None without a budget)."""
-    now = clock.now()
-    shared = [] if board is None else usage_share.on_board(board, since_day=ledger.day_of(now))
-    today = ledger.on_day(ledger.merged(shared, ledger.read(Home(cfg.home).usage_file(slug))), now)
+    today = share.spent_today(board, record.read(Home(cfg.home).usage_file(slug)), clock.now())
     limit = budget.daily_budget(cfg.daily_budget_usd, slug)
     return {
         "usage_today": today.to_dict(),

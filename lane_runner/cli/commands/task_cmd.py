@@ -35,7 +35,9 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
-from lane_runner.service import breaker, ledger, usage_share
+from lane_runner.service import breaker
+from lane_runner.usage import record, share
+from lane_runner.usage.spend import Spend
 
 STOP_POLL = 0.2
 
@@ -225,10 +227,9 @@ def show_task(args: argparse.Namespace) -> int:
         board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
-        shared = usage_share.on_board(board, task_id=task.id)
+        shared = share.on_board(board, task_id=task.id)
     home = Home(cfg.home)
-    spent = ledger.task_usage(ledger.merged(shared, ledger.read(home.usage_file(task.board))),
-                              task.id)
+    spent = Spend.of(shared, record.read(home.usage_file(task.board))).task_usage(task.id)
     held = _held(task, home)
     if args.json:
         print_json(

@@ -23,7 +23,8 @@ from lane_runner.cli.output import print_json, print_table
 from lane_runner.errors import NotFound, UsageError
 from lane_runner.home import Home
 from lane_runner.names import check_name
-from lane_runner.service import ledger, usage_share
+from lane_runner.usage import record, share, spend
+from lane_runner.usage.record import Record
 
 #: What a row shows per group, in the table.
 HEADERS = ("input", "cached", "cache write", "output", "reasoning", "tokens", "cost $")
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     usage.add_argument(
         "--by",
         action="append",
-        choices=ledger.DIMENSIONS,
+        choices=spend.DIMENSIONS,
         help="group by this (repeatable; default: board)",
     )
     usage.add_argument("--since", help="first UTC day: YYYY-MM-DD, or Nd for the last N days")
@@ -61,7 +62,7 @@ def day(text: str, today: datetime.date, option: str) -> datetime.date:
 
 def records(
     store: Store, home: Home, board: str | None, since: str | None
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Every ledger record of ``board`` (else of every board of the store or the home)
     from UTC day ``since`` on, where the board keeps them: its shared ledger (every
     runner's spend), merged by id with this home's own (which it may not hold yet)."""
@@ -70,9 +71,10 @@ def records(
     else:
         mine = sorted(home.usage.glob("*.jsonl")) if home.usage.is_dir() else []
         slugs = sorted({path.stem for path in mine} | set(_board_slugs(store)))
-    found: list[dict[str, Any]] = []
+    found: list[Record] = []
     for slug in slugs:
-        found += ledger.merged(_shared(store, slug, since), ledger.read(home.usage_file(slug)))
+        at_home = record.read(home.usage_file(slug))
+        found += spend.Spend.of(_shared(store, slug, since), at_home).records
     return found
 
 
@@ -85,11 +87,11 @@ def _board_slugs(store: Store) -> list[str]:
         return []
 
 
-def _shared(store: Store, slug: str, since: str | None) -> list[dict[str, Any]]:
+def _shared(store: Store, slug: str, since: str | None) -> list[Record]:
     """The board's shared ledger; none for a board this store does not have (a home
     ledger outlives its board) and, said on stderr, for one that cannot be read now."""
     try:
-        return usage_share.on_board(store.board(slug), since_day=since)
+        return share.on_board(store.board(slug), since_day=since)
     except NotFound:
         return []
     except BoardUnavailable as error:
@@ -99,13 +101,13 @@ def _shared(store: Store, slug: str, since: str | None) -> list[dict[str, Any]]:
 
 
 def selected(
-    every: Iterable[dict[str, Any]], task: str | None, since: str | None, until: str | None
-) -> list[dict[str, Any]]:
+    every: Iterable[Record], task: str | None, since: str | None, until: str | None
+) -> list[Record]:
     return [
         r for r in every
-        if (task is None or r["task_id"] == task)
-        and (since is None or r["day"] >= since)
-        and (until is None or r["day"] <= until)
+        if (task is None or r.task_id == task)
+        and (since is None or r.day >= since)
+        and (until is None or r.day <= until)
     ]
 
 
@@ -122,8 +124,8 @@ def show_usage(args: argparse.Namespace) -> int:
     with closing(open_store(cfg)) as store:
         chosen = selected(records(store, home, args.board, since), args.task, since, until)
     by = tuple(dict.fromkeys(args.by or ["board"]))
-    rows = ledger.summarize(chosen, by)
-    total = ledger.total(chosen).to_dict()
+    rows = spend.summarize(chosen, by)
+    total = spend.total(chosen).to_dict()
     if args.json:
         print_json({"since": since, "until": until, "by": list(by), "rows": rows,
                     "total": total})

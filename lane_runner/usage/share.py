@@ -1,24 +1,25 @@
 """The usage ledger shared through the board, so every runner of a board counts every
 runner's spend (docs/ARCHITECTURE.md §3.7).
 
-The home's ledger (``service/ledger.py``) stays the first durable write: a record is
+The home's ledger (``usage/ledger.py``) stays the first durable write: a record is
 fsynced there the moment the CLI reports. Copies then go to the board's ledger
 (``board/base.py`` ``SharedLedger``) when a run starts, at each heartbeat (its own
 thread: the CLI's pipe never waits on the board), before a run ends, in recovery and
 in the daemon's cleanup sweep. A board that is away leaves them unsent (the home's
 ``.sent`` marks say which) until the next of those; the id makes a re-send harmless.
-Budgets and reports read the board's copy merged with the home's (``ledger.merged``),
+Budgets and reports read the board's copy merged with the home's (``usage/spend.py``),
 so a record this runner has not sent yet still counts. A board without a shared
 ledger (Hermes) is counted from the home alone.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from lane_runner.board.base import Board, SharedLedger
-from lane_runner.service import ledger
-from lane_runner.service.ledger import Ledger
+from lane_runner.usage.ledger import Ledger
+from lane_runner.usage.record import Record, day_of, from_board
+from lane_runner.usage.spend import Spend, Totals
 
 DAY = 86400.0
 
@@ -32,19 +33,27 @@ def send(board: Board, book: Ledger) -> int:
         return 0
     pending = book.unsent(board.slug)
     if pending:
-        board.record_usage(pending)
-        book.mark_sent(board.slug, [record["id"] for record in pending])
+        board.record_usage([record.to_dict() for record in pending])
+        book.mark_sent(board.slug, [record.id for record in pending])
     return len(pending)
 
 
 def on_board(
     board: Board, *, task_id: str | None = None, since_day: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """The board's copy of the ledger (of one task, from one UTC day on); none on a
     board without a shared ledger. Raises BoardUnavailable."""
     if not isinstance(board, SharedLedger):
         return []
-    return board.usage(task_id=task_id, since_day=since_day)
+    return from_board(board.usage(task_id=task_id, since_day=since_day), board.slug)
+
+
+def spent_today(board: Board | None, at_home: Iterable[Record], now: float) -> Totals:
+    """What a board spent on the UTC day of ``now``, on every runner of it: the board's
+    copy of the day's records with this home's (``at_home``); this home's alone for
+    None (a board that cannot be read now). Raises BoardUnavailable."""
+    shared = [] if board is None else on_board(board, since_day=day_of(now))
+    return Spend.of(shared, at_home).on_day(now)
 
 
 def settle(board: Board, book: Ledger, retention_days: float, now: float) -> int:
@@ -53,4 +62,4 @@ def settle(board: Board, book: Ledger, retention_days: float, now: float) -> int
     send(board, book)
     if retention_days <= 0:
         return 0
-    return book.prune(board.slug, ledger.day_of(now - retention_days * DAY))
+    return book.prune(board.slug, day_of(now - retention_days * DAY))

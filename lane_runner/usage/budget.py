@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lane_runner.service.ledger import Totals
+from lane_runner.usage.spend import Totals
 
 
 @dataclass(frozen=True)

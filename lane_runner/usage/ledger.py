@@ -20,34 +20,30 @@ Costs are the CLI's own (claude's ``costUSD``), else the operator's price table
 (``prices``, dollars per million tokens by kind), else unknown (None), never guessed.
 
 A board every runner of it shares (``board/base.py`` ``SharedLedger``) gets a copy of
-each record after the home has it (``service/usage_share.py``); ``usage/<board>.sent``
+each record after the home has it (``usage/share.py``); ``usage/<board>.sent``
 lists the ids the board confirmed, so what is left is sent again later, and records
 older than ``usage_retention_days`` leave the home only once the board holds them.
+
+A record's shape and its line are ``usage/record.py``; what records add up to,
+``usage/spend.py``.
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import threading
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from lane_runner import files
-from lane_runner.providers.usage import COUNTED, KINDS, UsageReport
+from lane_runner.providers.usage import COUNTED, KINDS, Basis, UsageReport
+from lane_runner.usage.record import MAX_FILE_BYTES, Record, Seen, day_of, line, read
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-#: Dimensions ``summarize`` groups by (``lane-runner usage --by``).
-DIMENSIONS = ("board", "task", "run", "provider", "model", "day")
-MAX_FILE_BYTES = 1 << 30
 #: The kinds a message reports exactly (its output is the count it began with).
 INPUT_KINDS = ("input", "cached_input", "cache_write")
 
@@ -63,11 +59,6 @@ class Attempt:
     run_id: int
     attempt: int
     provider: str
-
-
-def day_of(at: float) -> str:
-    """The UTC day of ``at`` (budgets and ``usage --by day`` count UTC days)."""
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).date().isoformat()
 
 
 def price(model: str, counts: Mapping[str, int], prices: Prices) -> float | None:
@@ -90,18 +81,18 @@ def price(model: str, counts: Mapping[str, int], prices: Prices) -> float | None
 def attribute(
     report: UsageReport,
     attempt: Attempt,
-    history: Sequence[dict[str, Any]],
+    history: Sequence[Record],
     prices: Prices,
     at: float,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """The records ``report`` adds to ``history`` (the task's records, oldest first)."""
     session = report.session_id or ""
     mine = [
         r for r in history
-        if r["task_id"] == attempt.task_id and r["provider"] == attempt.provider
-        and r["session"] == session
+        if r.task_id == attempt.task_id and r.provider == attempt.provider
+        and r.session == session
     ]
-    added: list[dict[str, Any]] = []
+    added: list[Record] = []
     cost: float | None
     source: str | None
     for model, counts in report.models.items():
@@ -109,44 +100,46 @@ def attribute(
             record_id = "/".join(
                 (attempt.board, attempt.task_id, attempt.provider, session, report.key)
             )
-            if any(r["id"] == record_id for r in mine):
+            if any(r.id == record_id for r in mine):
                 continue
             spent = {kind: counts.get(kind, 0) for kind in KINDS}
             cost, source = _priced(model, spent, prices)
             added.append(_record(record_id, attempt, session, model, "message", spent, cost,
                                  source, at))
             continue
-        same = [r for r in mine if r["model"] == model]
+        same = [r for r in mine if r.model == model]
         seen = {kind: counts.get(kind, 0) for kind in KINDS}
         seen_cost = report.cost_usd.get(model)
         earlier = next((i for i in range(len(same) - 1, -1, -1)
-                        if same[i]["basis"] == "cumulative"), None)
-        before: Mapping[str, Any] = same[earlier]["seen"] if earlier is not None else {}
-        if any(seen[kind] < before.get(kind, 0) for kind in KINDS):
-            before = {}  # the CLI's count began again (a session started afresh)
+                        if same[i].basis == "cumulative"), None)
+        before = same[earlier].seen if earlier is not None else None
+        if before is not None and any(seen[kind] < before.tokens.get(kind, 0) for kind in KINDS):
+            before = None  # the CLI's count began again (a session started afresh)
+        said = before.tokens if before is not None else {}
         since = same[earlier + 1:] if earlier is not None else same
-        messages = [r for r in since if r["basis"] == "message"]
-        counted = _sum(r["tokens"] for r in messages)
-        grown = {kind: seen[kind] - before.get(kind, 0) for kind in KINDS}
+        messages = [r for r in since if r.basis == "message"]
+        counted = _sum(r.tokens for r in messages)
+        grown = {kind: seen[kind] - said.get(kind, 0) for kind in KINDS}
         spent = {kind: max(0, grown[kind] - counted[kind]) for kind in COUNTED}
-        spent["reasoning"] = max(0, seen["reasoning"] - before.get("reasoning", 0))
+        spent["reasoning"] = max(0, seen["reasoning"] - said.get("reasoning", 0))
         if seen_cost is not None:
-            cost = max(0.0, seen_cost - float(before.get("cost_usd") or 0.0))
+            paid = before.cost_usd if before is not None else None
+            cost = max(0.0, seen_cost - (paid or 0.0))
             source = "cli"
         else:
             cost, source = _priced(model, spent, prices)
         record = _record(f"{uuid.uuid4().hex}", attempt, session, model, "cumulative", spent,
                          cost, source, at)
-        record["seen"] = {**seen, "cost_usd": seen_cost}
+        record = replace(record, seen=Seen(seen, seen_cost))
         if seen_cost is not None and all(grown[k] >= counted[k] for k in INPUT_KINDS):
             # The CLI's total holds these messages (their input is in it), so its dollars
             # hold theirs; a total that does not (an invocation killed before its result)
             # leaves them unpriced.
-            record["covers"] = [r["id"] for r in messages]
+            record = replace(record, covers=tuple(r.id for r in messages))
         added.append(record)
     if report.unknown:
-        for record in added:
-            record["unknown"] = list(report.unknown)  # counted 0 here: the spend is not known
+        # Counted 0 here: the spend is not known.
+        added = [replace(record, unknown=tuple(report.unknown)) for record in added]
     return added
 
 
@@ -158,16 +151,15 @@ def _priced(
 
 
 def _record(
-    record_id: str, attempt: Attempt, session: str, model: str, basis: str,
+    record_id: str, attempt: Attempt, session: str, model: str, basis: Basis,
     spent: dict[str, int], cost: float | None, source: str | None, at: float,
-) -> dict[str, Any]:
-    return {
-        "format": FORMAT, "id": record_id, "at": at, "day": day_of(at),
-        "board": attempt.board, "task_id": attempt.task_id, "run_id": attempt.run_id,
-        "attempt": attempt.attempt, "provider": attempt.provider, "model": model,
-        "session": session, "basis": basis, "tokens": spent, "cost_usd": cost,
-        "cost_source": source,
-    }
+) -> Record:
+    return Record(
+        id=record_id, at=at, day=day_of(at), board=attempt.board, task_id=attempt.task_id,
+        run_id=attempt.run_id, attempt=attempt.attempt, provider=attempt.provider,
+        model=model, session=session, basis=basis, tokens=spent, cost_usd=cost,
+        cost_source=source,
+    )
 
 
 def _sum(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
@@ -178,149 +170,15 @@ def _sum(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return total
 
 
-@dataclass
-class Totals:
-    """Spend summed over records: tokens by kind, dollars known, and how many records
-    had no known cost (their dollars are missing from ``cost_usd``)."""
-
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
-    cost_usd: float = 0.0
-    unpriced: int = 0
-    records: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return sum(self.tokens[kind] for kind in COUNTED)
-
-    def add(self, record: Mapping[str, Any], covered: frozenset[str] = frozenset()) -> None:
-        """Add one record; ``covered``: message ids whose dollars a later total holds."""
-        for kind in KINDS:
-            self.tokens[kind] += int(record["tokens"].get(kind, 0))
-        if record["cost_usd"] is None:
-            self.unpriced += record["id"] not in covered
-        else:
-            self.cost_usd += float(record["cost_usd"])
-        self.records += 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tokens": dict(self.tokens),
-            "total_tokens": self.total_tokens,
-            "cost_usd": round(self.cost_usd, 6),
-            "cost_complete": self.unpriced == 0,
-            "unpriced_records": self.unpriced,
-            "records": self.records,
-        }
-
-
-def covered(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The message records whose dollars a CLI's later total holds."""
-    return frozenset(i for r in records for i in r.get("covers") or ())
-
-
-def total(records: Iterable[Mapping[str, Any]]) -> Totals:
-    records = list(records)
-    held = covered(records)
-    totals = Totals()
-    for record in records:
-        totals.add(record, held)
-    return totals
-
-
-def merged(*copies: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One ledger from several copies of it (the board's, the home's): the first record
-    of each id, so a record both hold is counted once and one only the home holds yet
-    (not sent) still counts."""
-    seen: set[str] = set()
-    records: list[dict[str, Any]] = []
-    for copy in copies:
-        for record in copy:
-            if record["id"] not in seen:
-                seen.add(record["id"])
-                records.append(dict(record))
-    return records
-
-
-def unsent(records: Iterable[Mapping[str, Any]], sent: Collection[str]) -> list[dict[str, Any]]:
+def unsent(records: Iterable[Record], sent: Collection[str]) -> list[Record]:
     """The records the board has not confirmed taking: what to send (again)."""
-    return [dict(r) for r in records if r["id"] not in sent]
+    return [r for r in records if r.id not in sent]
 
 
-def kept(
-    records: Iterable[Mapping[str, Any]], sent: Collection[str], oldest_day: str
-) -> list[dict[str, Any]]:
+def kept(records: Iterable[Record], sent: Collection[str], oldest_day: str) -> list[Record]:
     """The records the home keeps under retention: those of ``oldest_day`` or later, and
     every record the board has not confirmed, however old (the home's is its only copy)."""
-    return [dict(r) for r in records if r["day"] >= oldest_day or r["id"] not in sent]
-
-
-def task_usage(records: Iterable[Mapping[str, Any]], task_id: str) -> dict[str, Any]:
-    """What a task spent: in all, per run and per model (``task show`` and the completed
-    event's metadata both give this)."""
-    mine = [r for r in records if r["task_id"] == task_id]
-    return {
-        **total(mine).to_dict(),
-        "by_run": summarize(mine, ("run",)),
-        "by_model": summarize(mine, ("provider", "model")),
-    }
-
-
-def on_day(records: Iterable[Mapping[str, Any]], at: float) -> Totals:
-    """What ``records`` spent on the UTC day of ``at`` (a board's daily budget)."""
-    day = day_of(at)
-    return total(r for r in records if r["day"] == day)
-
-
-def summarize(records: Iterable[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
-    """Totals per distinct value of the dimensions ``by`` (``DIMENSIONS``), sorted."""
-    records = list(records)
-    held = covered(records)
-    groups: dict[tuple[Any, ...], Totals] = {}
-    for record in records:
-        key = tuple(_dimension(record, name) for name in by)
-        groups.setdefault(key, Totals()).add(record, held)
-    return [
-        {**dict(zip(by, key, strict=True)), **totals.to_dict()}
-        for key, totals in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))
-    ]
-
-
-def _dimension(record: Mapping[str, Any], name: str) -> Any:
-    return {"task": record["task_id"], "run": record["run_id"]}.get(name, record.get(name))
-
-
-def parse(data: bytes, where: Path) -> list[dict[str, Any]]:
-    """The records of a ledger file's bytes: the first of each id, without a last line a
-    crash cut short; a line that is no record is logged and skipped."""
-    records: list[dict[str, Any]] = []
-    ids: set[str] = set()
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines[:-1], 1):  # the last is empty or cut short
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-            usable = isinstance(record, dict) and record.get("format") == FORMAT
-            usable = usable and isinstance(record.get("id"), str) and isinstance(
-                record.get("tokens"), dict)
-        except orjson.JSONDecodeError:
-            usable = False
-        if not usable:
-            log.warning("usage ledger %s line %d is not a record; skipped", where, number)
-            continue
-        if record["id"] not in ids:
-            ids.add(record["id"])
-            records.append(record)
-    return records
-
-
-def read(path: Path) -> list[dict[str, Any]]:
-    """Every record of the ledger file ``path``; none when it does not exist."""
-    try:
-        data = files.read(path, MAX_FILE_BYTES)
-    except FileNotFoundError:
-        return []
-    return parse(data, path)
+    return [r for r in records if r.day >= oldest_day or r.id not in sent]
 
 
 class Ledger:
@@ -333,7 +191,7 @@ class Ledger:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._lock = threading.Lock()
-        self._boards: dict[str, list[dict[str, Any]]] = {}
+        self._boards: dict[str, list[Record]] = {}
         self._sent: dict[str, set[str]] = {}
 
     def path(self, board: str) -> Path:
@@ -343,7 +201,7 @@ class Ledger:
         """The ids of ``board``'s records its shared ledger confirmed taking, one a line."""
         return self.directory / f"{board}.sent"
 
-    def unsent(self, board: str) -> list[dict[str, Any]]:
+    def unsent(self, board: str) -> list[Record]:
         """The records of ``board`` its shared ledger has not confirmed yet."""
         with self._lock:
             return unsent(self._loaded(board), self._sent_ids(board))
@@ -367,10 +225,10 @@ class Ledger:
             keep = kept(records, sent, oldest_day)
             if len(keep) == len(records):
                 return 0
-            files.write(self.path(board), b"".join(orjson.dumps(r) + b"\n" for r in keep))
+            files.write(self.path(board), b"".join(line(r) for r in keep))
             self._boards[board] = keep
             # A crash here leaves marks of records that are gone: never read again.
-            held = sent & {r["id"] for r in keep}
+            held = sent & {r.id for r in keep}
             files.write(self.sent_path(board), "".join(f"{i}\n" for i in sorted(held)).encode())
             self._sent[board] = held
             return len(records) - len(keep)
@@ -386,32 +244,31 @@ class Ledger:
                                  if line}
         return self._sent[board]
 
-    def records(self, board: str) -> list[dict[str, Any]]:
+    def records(self, board: str) -> list[Record]:
         with self._lock:
             return list(self._loaded(board))
 
-    def _loaded(self, board: str) -> list[dict[str, Any]]:
+    def _loaded(self, board: str) -> list[Record]:
         if board not in self._boards:
             self._boards[board] = read(self.path(board))
         return self._boards[board]
 
     def record(
         self, attempt: Attempt, report: UsageReport, prices: Prices, at: float
-    ) -> list[dict[str, Any]]:
+    ) -> list[Record]:
         """Attribute ``report`` to ``attempt`` and append what it adds, durably; the new
         records (none when the figure was counted already)."""
         with self._lock:
             book = self._loaded(attempt.board)
-            history = [r for r in book if r["task_id"] == attempt.task_id]
+            history = [r for r in book if r.task_id == attempt.task_id]
             added = attribute(report, attempt, history, prices, at)
             if added:
                 self._append(self.path(attempt.board), added)
                 book.extend(added)
             return added
 
-    def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
-        self._write_all(path, b"".join(orjson.dumps(record) + b"\n" for record in records),
-                        sync=True)
+    def _append(self, path: Path, records: list[Record]) -> None:
+        self._write_all(path, b"".join(line(record) for record in records), sync=True)
 
     @staticmethod
     def _write_all(path: Path, data: bytes, *, sync: bool = False) -> None:
