@@ -125,8 +125,18 @@ class Provider(Protocol):
     def gave_up_texts(self) -> tuple[str, ...]:
         """This CLI's word that it has given up while it keeps running."""
 
+    @property
+    def egress_hosts(self) -> tuple[str, ...]:
+        """The hosts the CLI's own service answers on (its model API, its login): what a
+        sandboxed attempt may reach besides the configured gateway (docs/security.md)."""
+
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         """``<name>_config`` checked and flattened; ValueError names what is wrong."""
+        ...
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Where the CLI keeps what outlives an attempt (sessions, logins) for a worker
+        with ``env``: writable in its sandbox, and nothing else of the worker's home."""
         ...
 
     def argv(
@@ -224,6 +234,10 @@ class CLIAdapter:
     failure_texts: ClassVar[Mapping[Classification, tuple[str, ...]]] = {}
     noise_texts: ClassVar[tuple[str, ...]] = ()
     gave_up_texts: ClassVar[tuple[str, ...]] = ()
+    egress_hosts: ClassVar[tuple[str, ...]] = ()
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        return ()
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         if table:

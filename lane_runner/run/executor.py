@@ -709,6 +709,7 @@ class RunExecutor:
                 passes=self.s.cfg.worker_env,
             ),
             deadline=self.deadline,
+            worktree=self.worktree,
         )
         return dataclasses.replace(
             request,
