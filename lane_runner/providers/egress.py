@@ -227,10 +227,8 @@ class EgressProxy:
             self._hold(upstream)
             if request.tunnel:
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            else:
-                upstream.sendall(request.head)
-            if rest:
-                upstream.sendall(rest)
+            if request.head or rest:
+                upstream.sendall(request.head + rest)
             back = threading.Thread(target=_pump, args=(upstream, conn), daemon=True)
             back.start()
             _pump(conn, upstream)
