@@ -139,6 +139,11 @@ class Provider(Protocol):
         with ``env``: writable in its sandbox, and nothing else of the worker's home."""
         ...
 
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """What in those homes says what the CLI runs (its configuration, hooks, rules):
+        read-only in a sandbox, so no task can plant a command for the next one."""
+        ...
+
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
     ) -> list[str]:
@@ -237,6 +242,9 @@ class CLIAdapter:
     egress_hosts: ClassVar[tuple[str, ...]] = ()
 
     def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        return ()
+
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
         return ()
 
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:

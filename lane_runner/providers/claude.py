@@ -405,6 +405,14 @@ class Claude(CLIAdapter):
         home = Path(env.get("HOME") or "/nonexistent")
         return home / ".claude", home / ".claude.json"
 
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Its user settings (hooks, permissions), memory, commands, agents and plugins."""
+        home = Path(env.get("HOME") or "/nonexistent")
+        config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        names = ("settings.json", "settings.local.json", "CLAUDE.md", "commands", "agents",
+                 "hooks", "plugins", "skills")
+        return tuple(config / name for name in names)
+
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         return observe(reading, event)
 

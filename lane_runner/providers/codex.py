@@ -444,6 +444,10 @@ class Codex(CLIAdapter):
         """``CODEX_HOME`` (else ``~/.codex``): its sessions, login and rules."""
         return (codex_home(env),)
 
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Its ``config.toml`` (MCP servers, ``notify`` commands) and execpolicy rules."""
+        return codex_home(env) / "config.toml", codex_home(env) / "rules"
+
     def prepare(self, req: ProviderRequest) -> None:
         """The deny list as a rules file in the worker's codex home, written as the
         worker (its home is the worker's to own), before every start: a worker that

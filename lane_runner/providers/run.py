@@ -121,6 +121,7 @@ def _contained(
         run_as=req.run_as,
         allow=req.egress_allow,
         writable_homes=cli.writable_homes(req.env),
+        settled=cli.settled_files(req.env),
         handed=[path for path in (req.schema_path, req.settings_path) if path.is_file()],
         result_dir=result_file.parent if result_file else None,
     )

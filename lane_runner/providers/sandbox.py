@@ -235,6 +235,7 @@ class Layout:
     writable: list[Path] = field(default_factory=list)
     writable_if_there: list[Path] = field(default_factory=list)
     readable: list[Path] = field(default_factory=list)
+    readable_if_there: list[Path] = field(default_factory=list)
     copies: dict[Path, Path] = field(default_factory=dict)
     """Inside path -> a read-only copy outside (files the worker cannot reach itself)."""
     mounted: dict[Path, Path] = field(default_factory=dict)
@@ -252,6 +253,8 @@ def bwrap_argv(bwrap: str, layout: Layout, socket_path: Path, interpreter: str,
     mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in layout.readable]
     mounts += [(path, ["--bind", str(path), str(path)]) for path in layout.writable]
     mounts += [(path, ["--bind-try", str(path), str(path)]) for path in layout.writable_if_there]
+    mounts += [(path, ["--ro-bind-try", str(path), str(path)])
+               for path in layout.readable_if_there]
     mounts += [(path, ["--bind", str(out), str(path)]) for path, out in layout.mounted.items()]
     mounts += [(path, ["--ro-bind", str(copy), str(path)]) for path, copy in layout.copies.items()]
     mounts.sort(key=lambda mount: len(mount[0].parts))
@@ -302,6 +305,8 @@ class Request:
     run_as: str | None
     allow: Sequence[Destination]
     writable_homes: Sequence[Path] = ()
+    settled: Sequence[Path] = ()
+    """Paths in those homes kept read-only (the CLI's configuration and hooks)."""
     handed: Sequence[Path] = ()
     """Files the runner hands the CLI by path (schema, settings): copied in read-only."""
     result_dir: Path | None = None
@@ -355,6 +360,7 @@ def _layout(request: Request, place: Path, owner: tuple[int, int] | None) -> Lay
     if home:
         layout.directories.append(Path(home))
     layout.writable_if_there += list(request.writable_homes)
+    layout.readable_if_there += list(request.settled)
     for path in request.handed:
         copy = place / f"handed-{len(layout.copies)}"
         shutil.copyfile(path, copy)

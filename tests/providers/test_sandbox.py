@@ -52,6 +52,7 @@ def attempt(word, action):
 attempt("home-read", lambda: open(paths["home_secret"]).read())
 attempt("neighbour-read", lambda: open(paths["neighbour_secret"]).read())
 attempt("hook-planted", lambda: open(paths["hook"], "w").write("#!/bin/sh\n"))
+attempt("config-planted", lambda: open(paths["cli_config"], "a").write("notify = []\n"))
 attempt("board-reached", lambda: socket.create_connection(("127.0.0.1", 5432), timeout=3))
 attempt("worktree-written", lambda: open("made.txt", "w").write("made\n"))
 def through_proxy(target, wanted):
@@ -142,7 +143,9 @@ def _layout(root: Path) -> dict[str, Path]:
     for path in [repo, worktrees, *repo.rglob("*"), *worktrees.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
     (root / "codex-home").mkdir()
-    os.chown(root / "codex-home", user.pw_uid, user.pw_gid)
+    (root / "codex-home" / "config.toml").write_text("")
+    for path in (root / "codex-home", root / "codex-home" / "config.toml"):
+        os.chown(path, user.pw_uid, user.pw_gid)
     bin_dir = root / "bin"
     bin_dir.mkdir()
     (bin_dir / "codex").write_text(FAKE_CODEX)
@@ -167,7 +170,8 @@ def _attack(make_request: RequestFactory, paths: dict[str, Path], allowed: int,
     req.env["ATTACK_PATHS"] = json.dumps({
         "home_secret": str(paths["home"] / "config.toml"),
         "neighbour_secret": str(worktree.parent / "t2" / "secret.txt"),
-        "hook": str(hook), "allowed": f"127.0.0.1:{allowed}", "leave": leave,
+        "hook": str(hook), "cli_config": str(paths["home"].parent / "codex-home" / "config.toml"),
+        "allowed": f"127.0.0.1:{allowed}", "leave": leave,
     })
     attempt = run_attempt(req)
     assert attempt.classification is Classification.OK, (attempt.reason, attempt.tail)
@@ -180,12 +184,15 @@ def test_a_task_in_its_sandbox_reaches_only_its_worktree_and_the_allowed_hosts(
 ) -> None:
     """Catches: the system bound whole (``--ro-bind / /``: the home and the neighbour
     readable), the common git directory bound writable (a hook planted for every task),
+    the CLI's configuration left writable in its home (a command planted for the next
+    task of that CLI),
     ``--unshare-net`` dropped (PostgreSQL on loopback reached), the proxy's allow-list
     not checked (127.0.0.1:5432 tunnelled), and the result file's outbox not mounted
     (no answer read: the attempt would fail)."""
     paths = _layout(shared_dir)
     plain = _attack(make_request, paths, greeter, isolated=False)
-    expected_outside = {"home-read", "neighbour-read", "hook-planted", "worktree-written"}
+    expected_outside = {"home-read", "neighbour-read", "hook-planted", "config-planted",
+                        "worktree-written"}
     if _postgres_listens():
         expected_outside.add("board-reached")
     assert plain == expected_outside  # the attacks are real without the sandbox

@@ -78,7 +78,8 @@ def test_codex_workspace_write_keeps_its_writes_in_the_worktree(
 
 
 def _sandboxed_run(real_lane: RealLane, model_server: ModelServer, outside: Path) -> None:
-    real_lane.write_config(codex_sandbox="workspace-write")
+    # codex's own sandbox, as before: outside the runner's (isolation = user).
+    real_lane.write_config(codex_sandbox="workspace-write", isolation="user")
     name = marker("sandbox")
     model_server.script(name, codex=[
         {"shell": f"echo inside > inside.txt; echo escaped > {outside}/escaped.txt"},
