@@ -299,6 +299,13 @@ def isolation(cfg: Config) -> tuple[str, str]:
     return sandbox.choose(cfg.isolation, cfg.worker_user, sandbox.unavailable(cfg.worker_user))
 
 
+def sandboxed(cfg: Config) -> bool:
+    """Whether a real CLI's attempts, and the hooks around them, run in a sandbox of
+    their own (``isolation``); the bundled simulators are the runner's own code, and
+    run as they are."""
+    return not cfg.simulate and isolation(cfg)[0] == sandbox.SANDBOX
+
+
 def egress_destinations(cfg: Config, environ: Mapping[str, str] = os.environ) -> tuple[
     Destination, ...
 ]:

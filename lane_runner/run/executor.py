@@ -1044,7 +1044,8 @@ class RunExecutor:
             commit=delivery.head(self.worktree, self.s.cfg.worker_user) if self.on_branch else None,
             summary=summary,
         )
-        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env)
+        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env,
+                        egress=hooks.egress(cfg))
         if ran is not None and not ran.ok and not ran.fatal:
             self._note(ran.describe())
         return ran

@@ -88,12 +88,6 @@ def root_refusal(cfg: Config, cli: Provider) -> str | None:
     return cli.root_refusal(cfg.worker_user, environ=environ)
 
 
-def sandboxed(cfg: Config) -> bool:
-    """Whether a real CLI's attempts run in a sandbox of their own (``isolation``); the
-    bundled simulators are the runner's own code, run as they are."""
-    return not cfg.simulate and config.isolation(cfg)[0] == sandbox.SANDBOX
-
-
 def unsandboxable(cfg: Config) -> str | None:
     """Why no attempt can start: ``isolation = sandbox`` is set and this host cannot make
     one (an attempt never runs with less isolation than the operator asked for)."""
@@ -207,7 +201,7 @@ def request(
         deadline=deadline,
         rotate_bytes=cfg.log_rotate_bytes,
         run_as=cfg.worker_user,
-        isolated=sandboxed(cfg),
+        isolated=config.sandboxed(cfg),
         worktree=worktree,
-        egress_allow=config.egress_destinations(cfg) if sandboxed(cfg) else (),
+        egress_allow=config.egress_destinations(cfg) if config.sandboxed(cfg) else (),
     )

@@ -26,6 +26,7 @@ import pytest
 
 from lane_runner.providers import Classification, run_attempt, sandbox
 from lane_runner.providers.egress import Destination
+from lane_runner.run import hooks
 
 from .conftest import RequestFactory
 
@@ -247,3 +248,22 @@ def test_a_worktree_whose_git_file_names_another_tasks_git_directory_is_refused(
     (worktree / ".git").write_text(f"gitdir: {neighbour}\n")
     with pytest.raises(sandbox.SandboxRefused, match="not this worktree's"):
         sandbox.git_dirs(worktree)
+
+
+def test_a_hook_runs_in_the_tasks_sandbox(shared_dir: Path) -> None:
+    """An operator's hook under ``isolation = sandbox`` (run/hooks.py): it works in the
+    worktree, and code the task planted there reaches no more than the task could.
+    Catches: a hook run as it is while the attempts are sandboxed (the home read)."""
+    paths = _layout(shared_dir)
+    facts = hooks.Facts(board="b", task_id="t1", title="t", branch="t1",
+                        worktree=paths["worktree"])
+    script = (f'cat {paths["home"] / "config.toml"} >/dev/null 2>&1 && echo home-read; '
+              f'cat ../t2/secret.txt >/dev/null 2>&1 && echo neighbour-read; '
+              "echo hooked > hooked.txt && echo worktree-written")
+    table = {"*": {"after_run": script}}
+    outside = hooks.run(table, "after_run", facts, owner=WORKER, egress=None)
+    inside = hooks.run(table, "after_run", facts, owner=WORKER, egress=())
+    assert outside is not None and inside is not None and inside.ok
+    assert set(outside.output.split()) == {"home-read", "neighbour-read", "worktree-written"}
+    assert inside.output.split() == ["worktree-written"]
+    assert (paths["worktree"] / "hooked.txt").read_text() == "hooked\n"
