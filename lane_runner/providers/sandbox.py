@@ -210,7 +210,7 @@ def git_dirs(worktree: Path) -> GitDirs | None:
     if dot_git.is_dir() and not dot_git.is_symlink():
         return None
     try:
-        text = files.read(dot_git, GIT_FILE_LIMIT).decode("utf-8", "replace")
+        text = files.read_workers(dot_git, GIT_FILE_LIMIT).decode("utf-8", "replace")
     except FileNotFoundError:
         return None
     except OSError as error:
@@ -219,10 +219,10 @@ def git_dirs(worktree: Path) -> GitDirs | None:
         raise SandboxRefused(f"{dot_git} does not name a git directory")
     own = Path(os.path.normpath(worktree / text[len("gitdir:"):].strip()))
     try:
-        back = files.read(own / "gitdir", GIT_FILE_LIMIT).decode("utf-8", "replace").strip()
+        back = files.read_workers(own / "gitdir", GIT_FILE_LIMIT).decode("utf-8", "replace")
     except OSError as error:
         raise SandboxRefused(f"{own}/gitdir unreadable: {error}") from None
-    if own.parent.name != "worktrees" or Path(os.path.normpath(back)) != dot_git:
+    if own.parent.name != "worktrees" or Path(os.path.normpath(back.strip())) != dot_git:
         raise SandboxRefused(f"{dot_git} names {own}, which is not this worktree's")
     return GitDirs(own, own.parent.parent)
 
