@@ -36,7 +36,8 @@ from lane_runner.names import (
     is_model_name,
     is_valid_name,
 )
-from lane_runner.providers import ADAPTERS, Provider
+from lane_runner.providers import ADAPTERS, Provider, sandbox
+from lane_runner.providers.egress import Destination
 from lane_runner.settings import Changes, Settings
 
 ENV_PREFIX = "LANE_RUNNER_"
@@ -229,6 +230,23 @@ def _worker_env(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _isolation(value: Any) -> str | None:
+    """``none``, ``user`` or ``sandbox``; empty: the best this host allows."""
+    text = _optional_text(value)
+    if text is not None and text not in sandbox.ISOLATIONS:
+        raise ValueError(f"expected one of {', '.join(sandbox.ISOLATIONS)}, or empty")
+    return text
+
+
+def _egress_allow(value: Any) -> tuple[str, ...]:
+    """Hosts (``host`` or ``host:port``) a sandboxed attempt may reach."""
+    items = value if isinstance(value, list) else _text(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    for name in names:
+        Destination.parse(name)  # ValueError names the entry
+    return names
+
+
 def _table(value: Any) -> dict[str, Any]:
     """A TOML table from ``config.toml``, or the same written as TOML in the environment
     (``LANE_RUNNER_CLAUDE_ENV='ANTHROPIC_BASE_URL = "https://gw.example/"'``)."""
@@ -274,6 +292,35 @@ def cli_sandbox(cfg: Config, provider: str) -> str | None:
     """``<provider>_sandbox``: that CLI's own sandbox mode; None for a CLI without one."""
     value: str | None = getattr(cfg, f"{provider}_sandbox", None)
     return value
+
+
+def isolation(cfg: Config) -> tuple[str, str]:
+    """The isolation that applies to real CLIs' attempts under ``cfg``, and why."""
+    return sandbox.choose(cfg.isolation, cfg.worker_user, sandbox.unavailable(cfg.worker_user))
+
+
+def sandboxed(cfg: Config) -> bool:
+    """Whether a real CLI's attempts, and the hooks around them, run in a sandbox of
+    their own (``isolation``); the bundled simulators are the runner's own code, and
+    run as they are."""
+    return not cfg.simulate and isolation(cfg)[0] == sandbox.SANDBOX
+
+
+def egress_destinations(cfg: Config, environ: Mapping[str, str] = os.environ) -> tuple[
+    Destination, ...
+]:
+    """What a sandboxed attempt may reach: each CLI's model API (its adapter's
+    ``egress_hosts``), the gateway each is configured with, and ``egress_allow``."""
+    found: list[Destination] = []
+    for cli in ADAPTERS.values():
+        found += [Destination(host) for host in cli.egress_hosts]
+        env = {**environ, **cli_environment(cfg, cli.name)}
+        url, _ = cli.gateway(cli_overrides(cfg, cli.name), env)
+        gateway = Destination.of_url(url) if url else None
+        if gateway is not None:
+            found.append(gateway)
+    found += [Destination.parse(entry) for entry in cfg.egress_allow]
+    return tuple(dict.fromkeys(found))
 
 
 def cli_environment(cfg: Config, provider: str) -> dict[str, str]:
@@ -566,6 +613,21 @@ KEYS: tuple[Key, ...] = (
     *(key for cli in ADAPTERS.values() for key in _cli_setting_keys(cli)),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
+    Key(
+        "isolation",
+        _isolation,
+        None,
+        "what contains each attempt: none, user (worker_user) or sandbox (bwrap: its own "
+        "mounts, processes and network); empty: sandbox where this host allows it, else "
+        "user with worker_user, else none (docs/security.md)",
+    ),
+    Key(
+        "egress_allow",
+        _egress_allow,
+        (),
+        "hosts (host or host:port) a sandboxed attempt may reach through the egress proxy, "
+        "besides the CLIs' model APIs and the configured gateways",
+    ),
     Key(
         "default_assignee",
         _assignee,

@@ -40,6 +40,8 @@ class Settings:
     claude_env: dict[str, str]
     simulate: bool
     worker_user: str | None
+    isolation: str | None
+    egress_allow: tuple[str, ...]
     default_assignee: str
     default_effort: str
     provider_preference: tuple[str, ...]
@@ -118,6 +120,8 @@ class Changes(TypedDict, total=False):
     claude_env: Any
     simulate: Any
     worker_user: Any
+    isolation: Any
+    egress_allow: Any
     default_assignee: Any
     default_effort: Any
     provider_preference: Any

@@ -28,11 +28,11 @@ from lane_runner.config import Config
 from lane_runner.errors import LaneRunnerError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
-from lane_runner.providers import ADAPTERS
+from lane_runner.providers import ADAPTERS, sandbox
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
-from lane_runner.run import keeping
+from lane_runner.run import keeping, plan
 from lane_runner.service import breaker, diskuse, identity
 from lane_runner.service.notify import Notifier
 
@@ -379,10 +379,30 @@ def notify_check(notifier: Notifier) -> list[Check]:
     ]
 
 
+def isolation_verdict(level: str, why: str, refused: str | None, simulate: bool) -> Check:
+    """Which isolation contains each attempt, and why (docs/security.md): a sandbox
+    asked for and unavailable fails (``refused``: no attempt starts), less than a
+    sandbox warns."""
+    name, said = "isolation", f"{level}: {why}"
+    if simulate:
+        return Check(name, Level.PASS, f"{said}; the simulated CLIs run as they are")
+    install = "install bubblewrap and allow unprivileged user namespaces (docs/security.md)"
+    if refused is not None:
+        return Check(name, Level.FAIL, f"{refused}: no attempt starts",
+                     f"{install}, or set isolation = user")
+    if level == sandbox.SANDBOX:
+        return Check(name, Level.PASS, f"{said}; each attempt has its own mounts, processes "
+                     "and network, egress only to the allow-list")
+    reach = ("each task can read the others' worktrees and reach the services on this "
+             "host's network (the board included)")
+    return Check(name, Level.WARN, f"{said}; {reach}", install)
+
+
 def run_all(cfg: Config) -> list[Check]:
     home = Home(cfg.home)
     checks = [
         *cli_checks(cfg, home),
+        isolation_verdict(*config.isolation(cfg), plan.unsandboxable(cfg), cfg.simulate),
         *root_checks(cfg),
         *home_checks(cfg, home),
         *board_checks(cfg),

@@ -127,12 +127,27 @@ class Provider(Protocol):
     def gave_up_texts(self) -> tuple[str, ...]:
         """This CLI's word that it has given up while it keeps running."""
 
+    @property
+    def egress_hosts(self) -> tuple[str, ...]:
+        """The hosts the CLI's own service answers on (its model API, its login): what a
+        sandboxed attempt may reach besides the configured gateway (docs/security.md)."""
+
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         """``<name>_config`` checked and flattened; ValueError names what is wrong. A CLI
         that takes no settings from the runner refuses any."""
         if table:
             raise ValueError(f"{self.name} takes its settings from its environment")
         return {}
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Where the CLI keeps what outlives an attempt (sessions, logins) for a worker
+        with ``env``: writable in its sandbox, and nothing else of the worker's home."""
+        ...
+
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """What in those homes says what the CLI runs (its configuration, hooks, rules):
+        read-only in a sandbox, so no task can plant a command for the next one."""
+        ...
 
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
@@ -233,6 +248,13 @@ class CLIAdapter(Provider):
     failure_texts: ClassVar[Mapping[Classification, tuple[str, ...]]] = {}
     noise_texts: ClassVar[tuple[str, ...]] = ()
     gave_up_texts: ClassVar[tuple[str, ...]] = ()
+    egress_hosts: ClassVar[tuple[str, ...]] = ()
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        return ()
+
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        return ()
 
     def new_session(self) -> str | None:
         return str(uuid.uuid4()) if self.reserves_session else None

@@ -271,10 +271,29 @@ class Claude(CLIAdapter):
         Classification.REFUSED: (r"prompt is too long|api error: 400\b",),
     }
 
+    #: The API, and claude.ai's sign-in for a subscription login.
+    egress_hosts = ("api.anthropic.com", "claude.ai", "console.anthropic.com")
+
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
     ) -> list[str]:
         return argv(req, session_id=str(req.session_id), resume=resume, schema_text=schema)
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """``CLAUDE_CONFIG_DIR`` (its sessions, login and state), else ``~/.claude`` and
+        the ``~/.claude.json`` claude keeps beside it."""
+        if env.get("CLAUDE_CONFIG_DIR"):
+            return (Path(env["CLAUDE_CONFIG_DIR"]),)
+        home = Path(env.get("HOME") or "/nonexistent")
+        return home / ".claude", home / ".claude.json"
+
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Its user settings (hooks, permissions), memory, commands, agents and plugins."""
+        home = Path(env.get("HOME") or "/nonexistent")
+        config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        names = ("settings.json", "settings.local.json", "CLAUDE.md", "commands", "agents",
+                 "hooks", "plugins", "skills")
+        return tuple(config / name for name in names)
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         """Fold one event into ``reading``; True unless it is API retry chatter."""

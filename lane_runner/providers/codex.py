@@ -292,6 +292,9 @@ class Codex(CLIAdapter):
     #: Its reconnects spent (offline, or no credentials it can use), it waits for ever.
     gave_up_texts = (r"^\s*reconnecting\.\.\. waiting for network",)
 
+    #: The API, and ChatGPT's sign-in and its codex backend for a ChatGPT login.
+    egress_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+
     def config_settings(self, table: Mapping[str, Any]) -> dict[str, Any]:
         """``codex_config`` as flat ``dotted.key: value`` pairs, each one ``-c key=value``.
 
@@ -325,6 +328,14 @@ class Codex(CLIAdapter):
 
         walk("", table)
         return flat
+
+    def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """``CODEX_HOME`` (else ``~/.codex``): its sessions, login and rules."""
+        return (codex_home(env),)
+
+    def settled_files(self, env: Mapping[str, str]) -> tuple[Path, ...]:
+        """Its ``config.toml`` (MCP servers, ``notify`` commands) and execpolicy rules."""
+        return codex_home(env) / "config.toml", codex_home(env) / "rules"
 
     def prepare(self, req: ProviderRequest) -> None:
         """The deny list as a rules file in the worker's codex home, written as the

@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lane_runner.providers.egress import Destination
 from lane_runner.providers.usage import LimitNotice, UsageReport
 
 
@@ -121,6 +122,12 @@ class ProviderRequest:
     retry_result_file: Path | None = None
     """Codex ``-o`` file for the fresh thread after an unknown-thread resume;
     defaults to a sibling of ``result_file`` so no file is ever written twice."""
+    isolated: bool = False
+    """Each start runs in a sandbox of its own (``isolation = sandbox``, ``sandbox.py``)."""
+    worktree: Path | None = None
+    """The task's worktree (``workspace`` may be a folder in it): writable in the sandbox."""
+    egress_allow: tuple[Destination, ...] = ()
+    """The hosts a sandboxed CLI may reach through the egress proxy (``egress.py``)."""
 
 
 @dataclass

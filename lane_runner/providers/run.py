@@ -7,6 +7,9 @@ them (``providers/adapter.py``); this module runs each start it asks for.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +19,13 @@ from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
 from lane_runner.providers.reading import Reading
 from lane_runner.providers.registry import adapter
+from lane_runner.providers.sandbox import Request as SandboxRequest
+from lane_runner.providers.sandbox import SandboxRefused, Started, sandboxed
 from lane_runner.providers.supervisor import Ended, Limits, Supervisor
 from lane_runner.providers.tasklog import TaskLog
 from schemas import first_error
+
+log = logging.getLogger(__name__)
 
 RESULT_SCHEMA = "worker-result.schema.json"
 
@@ -56,38 +63,71 @@ def _run(
     task_log = TaskLog(req.log_path, req.rotate_bytes)
     try:
         task_log.note(f"starting {req.provider} {req.model}/{req.effort}: {_describe(argv)}")
-        ended = Supervisor(
-            argv,
-            cwd=req.workspace,
-            env=req.env,
-            stdin=req.prompt.encode(),
-            task_log=task_log,
-            limits=Limits(
-                deadline=req.deadline,
-                heartbeat_interval=req.heartbeat_interval,
-                stall_timeout=req.stall_timeout,
-                kill_grace=req.kill_grace,
-                closing_grace=req.closing_grace,
-                tool_stall_timeout=req.tool_stall_timeout,
-                busy_cpu=req.busy_cpu,
-                cpu_interval=cpu_interval(req.stall_timeout),
-            ),
-            on_event=on_event,
-            answered=lambda: reading.finished,
-            in_flight=lambda: bool(reading.tools),
-            heartbeat=req.heartbeat,
-            cancel=req.cancel,
-            run_as=req.run_as,
-            on_progress=req.on_progress,
-            gave_up=lambda: gave_up(reading.signals),
-        ).run()
-        file_answer = cli.file_result(result_file) if result_file else None
+        try:
+            with _contained(cli, req, argv, result_file) as started:
+                ended = Supervisor(
+                    started.argv,
+                    cwd=req.workspace,
+                    env=started.env,
+                    stdin=req.prompt.encode(),
+                    task_log=task_log,
+                    limits=Limits(
+                        deadline=req.deadline,
+                        heartbeat_interval=req.heartbeat_interval,
+                        stall_timeout=req.stall_timeout,
+                        kill_grace=req.kill_grace,
+                        closing_grace=req.closing_grace,
+                        tool_stall_timeout=req.tool_stall_timeout,
+                        busy_cpu=req.busy_cpu,
+                        cpu_interval=cpu_interval(req.stall_timeout),
+                    ),
+                    on_event=on_event,
+                    answered=lambda: reading.finished,
+                    in_flight=lambda: bool(reading.tools),
+                    heartbeat=req.heartbeat,
+                    cancel=req.cancel,
+                    run_as=started.run_as,
+                    on_progress=req.on_progress,
+                    gave_up=lambda: gave_up(reading.signals),
+                ).run()
+                answer_file = started.outside(result_file) if result_file else None
+                file_answer = cli.file_result(answer_file) if answer_file else None
+        except SandboxRefused as error:
+            task_log.note(f"{req.provider} not started: {error}")
+            return Attempt(Classification.FAILED, f"no sandbox for this attempt: {error}",
+                           None, None, None, None, "")
         attempt = conclude(reading, ended, file_answer)
         attempt.argv, attempt.result_file, attempt.limit = argv, result_file, reading.limit
         task_log.note(f"{req.provider} ended: {attempt.classification}: {attempt.reason}")
     finally:
         task_log.close()
     return attempt
+
+
+@contextlib.contextmanager
+def _contained(
+    cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None
+) -> Iterator[Started]:
+    """How this start runs: in a sandbox of its own (``req.isolated``), else as it is."""
+    if not req.isolated:
+        yield Started(argv, req.env, req.run_as)
+        return
+    request = SandboxRequest(
+        argv=argv,
+        env=req.env,
+        cwd=req.workspace,
+        worktree=req.worktree or req.workspace,
+        executable=req.executable,
+        run_as=req.run_as,
+        allow=req.egress_allow,
+        writable_homes=cli.writable_homes(req.env),
+        settled=cli.settled_files(req.env),
+        handed=[path for path in (req.schema_path, req.settings_path) if path.is_file()],
+        result_dir=result_file.parent if result_file else None,
+    )
+    refused = f"{req.provider} in {req.workspace}: egress refused to %s (not in egress_allow)"
+    with sandboxed(request, lambda where: log.warning(refused, where)) as started:
+        yield started
 
 
 def cpu_interval(stall_timeout: float) -> float:

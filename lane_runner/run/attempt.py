@@ -143,6 +143,7 @@ class Attempts:
                 provider, command.home_of(cfg.worker_user), environment, passes=cfg.worker_env
             ),
             deadline=c.deadline,
+            worktree=c.worktree,
         )
         return dataclasses.replace(
             request,

@@ -302,7 +302,7 @@ class Tidy:
             summary=self.task.summary or "",
         )
         ran = hooks.run(self.s.cfg.hooks, "before_remove", facts, owner=owner,
-                        passes=self.s.cfg.worker_env)
+                        passes=self.s.cfg.worker_env, egress=hooks.egress(self.s.cfg))
         if ran is not None and not ran.ok:
             self._comment(ran.describe())
         if self._would_lose(force):  # the hook may have changed or committed something

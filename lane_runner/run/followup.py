@@ -139,7 +139,7 @@ def _follow_up(
 
     def after_done(again: bool) -> str | None:
         ran = hooks.run(cfg.hooks, "after_done", facts, owner=cfg.worker_user,
-                        passes=cfg.worker_env)
+                        passes=cfg.worker_env, egress=hooks.egress(cfg))
         return ran.describe() if ran is not None and not ran.ok else None
 
     said = steps.once("after_done", after_done, cancel)

@@ -8,20 +8,30 @@ the worker user, under its timeout, with what it needs to know in its environmen
 (``LANE_*``: values stripped of control characters and bounded, never spliced into
 the command itself). A failing ``after_create`` or ``before_run`` fails the attempt
 (a counted failure); the others are logged and commented, and change nothing else.
+
+Under ``isolation = sandbox`` a hook runs in a sandbox like the task's attempts
+(``providers/sandbox.py``): the worktree and its git directory, the system, an empty
+home, and the network only through the egress proxy to ``egress_allow``'s hosts. Code
+the task planted in its worktree (a Makefile, a git hook the hook's ``git`` runs) then
+reaches no more than the task itself could.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lane_runner.config import HOOK_NAMES, HOOK_TIMEOUT
+from lane_runner import config
+from lane_runner.config import HOOK_NAMES, HOOK_TIMEOUT, Config
+from lane_runner.providers.egress import Destination
 from lane_runner.providers.environment import plain_environment
+from lane_runner.providers.sandbox import Request, SandboxRefused, Started, sandboxed
 from lane_runner.router.route import bounded
 from lane_runner.run import command
 from lane_runner.run.command import home_of
@@ -94,6 +104,11 @@ def configured(hooks: Mapping[str, Mapping[str, Any]], board: str) -> Mapping[st
     return hooks.get(board, hooks.get(EVERY_BOARD, {}))
 
 
+def egress(cfg: Config) -> tuple[Destination, ...] | None:
+    """What a hook's sandbox may reach under ``cfg``, or None: hooks run as they are."""
+    return config.egress_destinations(cfg) if config.sandboxed(cfg) else None
+
+
 def run(
     hooks: Mapping[str, Mapping[str, Any]],
     hook: str,
@@ -101,8 +116,10 @@ def run(
     *,
     owner: str | None = None,
     passes: Sequence[str] = (),
+    egress: Sequence[Destination] | None = None,
 ) -> Ran | None:
-    """Run the board's ``hook`` in the task's worktree; None when none is configured."""
+    """Run the board's ``hook`` in the task's worktree; None when none is configured.
+    ``egress`` (``egress(cfg)``): in a sandbox reaching those hosts; None: as it is."""
     assert hook in HOOK_NAMES, hook
     entry = configured(hooks, facts.board)
     script = entry.get(hook)
@@ -112,15 +129,17 @@ def run(
     env = plain_environment(home_of(owner), facts.environment(hook), passes=passes)
     with tempfile.TemporaryFile() as output:
         try:
-            result = command.run(
-                ["/bin/sh", "-c", script],
-                cwd=facts.worktree, env=env, timeout=timeout, owner=owner, output=output,
-            )
+            with _contained(["/bin/sh", "-c", script], facts.worktree, env, owner,
+                            egress) as started:
+                result = command.run(
+                    started.argv, cwd=facts.worktree, env=started.env, timeout=timeout,
+                    owner=started.run_as, output=output,
+                )
             ok = result.returncode == 0
             ended = "succeeded" if ok else f"failed with exit status {result.returncode}"
         except command.Timeout as late:
             ok, ended = False, f"was killed: it {late}"
-        except OSError as error:  # no such worktree, no /bin/sh: the hook could not start
+        except (OSError, SandboxRefused) as error:  # no worktree, no /bin/sh, no sandbox
             ok, ended = False, f"could not start: {error}"
         said = _tail(output)
     ran = Ran(hook, ok, ended, said)
@@ -132,6 +151,21 @@ def run(
         ran.describe(),
     )
     return ran
+
+
+@contextlib.contextmanager
+def _contained(
+    argv: list[str], worktree: Path, env: dict[str, str], owner: str | None,
+    egress: Sequence[Destination] | None,
+) -> Iterator[Started]:
+    """``argv`` in a sandbox of the task's (``egress`` given), else as it is."""
+    if egress is None:
+        yield Started(argv, env, owner)
+        return
+    request = Request(argv=argv, env=env, cwd=worktree, worktree=worktree,
+                      executable=Path(argv[0]), run_as=owner, allow=egress)
+    with sandboxed(request) as started:
+        yield started
 
 
 def _tail(output: IO[bytes]) -> str:

@@ -25,7 +25,7 @@ from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.home import Home
 from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
-from lane_runner.providers import Provider, ProviderRequest, adapter
+from lane_runner.providers import Provider, ProviderRequest, adapter, sandbox
 from lane_runner.router import Route, Router, health
 from lane_runner.run import context as contexts
 from lane_runner.service import breaker
@@ -88,6 +88,15 @@ def root_refusal(cfg: Config, cli: Provider) -> str | None:
     return cli.root_refusal(cfg.worker_user, environ=environ)
 
 
+def unsandboxable(cfg: Config) -> str | None:
+    """Why no attempt can start: ``isolation = sandbox`` is set and this host cannot make
+    one (an attempt never runs with less isolation than the operator asked for)."""
+    if cfg.simulate or cfg.isolation != sandbox.SANDBOX:
+        return None
+    why = sandbox.unavailable(cfg.worker_user)
+    return f"isolation = sandbox, but {why}" if why else None
+
+
 @dataclass(frozen=True)
 class AttemptPlan:
     """One attempt of ``route``, decided before anything starts."""
@@ -130,7 +139,7 @@ def plan_attempt(
     unusable = (
         f"the {provider} CLI is not installed: install it or set {provider}_bin"
         if executable is None
-        else root_refusal(cfg, cli)
+        else root_refusal(cfg, cli) or unsandboxable(cfg)
     )
     session = sessions.get(provider)
     reserved = session is None and (session := cli.new_session()) is not None
@@ -162,6 +171,7 @@ def request(
     log_path: Path,
     env: dict[str, str],
     deadline: float,
+    worktree: Path | None = None,
 ) -> ProviderRequest:
     """The ``ProviderRequest`` of ``plan``, with the supervisor's limits from ``cfg``; the
     executor adds its callbacks (heartbeat, session, progress, cancel)."""
@@ -191,4 +201,7 @@ def request(
         deadline=deadline,
         rotate_bytes=cfg.log_rotate_bytes,
         run_as=cfg.worker_user,
+        isolated=config.sandboxed(cfg),
+        worktree=worktree,
+        egress_allow=config.egress_destinations(cfg) if config.sandboxed(cfg) else (),
     )

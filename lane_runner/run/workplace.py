@@ -117,7 +117,8 @@ class Workplace:
             commit=delivery.head(c.worktree, cfg.worker_user) if c.on_branch else None,
             summary=summary,
         )
-        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env)
+        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env,
+                        egress=hooks.egress(cfg))
         if ran is not None and not ran.ok and not ran.fatal:
             self.notebook.note(ran.describe())
         return ran

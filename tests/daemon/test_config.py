@@ -12,6 +12,8 @@ import pytest
 
 from lane_runner import config
 from lane_runner.errors import UsageError
+from lane_runner.providers import sandbox
+from lane_runner.providers.egress import Destination
 
 
 def test_precedence_is_default_then_file_then_environment(tmp_path: Path) -> None:
@@ -220,3 +222,39 @@ def test_config_show_runs_on_a_linked_config(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["keys"]["concurrency"] == {"value": 5, "source": str(key)}
+
+
+def test_isolation_and_the_egress_allow_list(tmp_path: Path) -> None:
+    """Catches: a bad isolation level or allow-list entry taken (every attempt would then
+    fail at its start), and the configured gateway missing from what a sandbox reaches
+    (a sandboxed CLI could not reach its model)."""
+    text = ('isolation = "sandbox"\negress_allow = ["registry.npmjs.org", "10.0.0.5:8080"]\n'
+            'claude_env = { ANTHROPIC_BASE_URL = "http://gw.internal:4000" }\n')
+    (tmp_path / "config.toml").write_text(text)
+    cfg = config.load(tmp_path, {})
+    assert cfg.isolation == "sandbox"
+    reached = config.egress_destinations(cfg, {})
+    assert Destination("registry.npmjs.org") in reached
+    assert Destination("10.0.0.5", 8080) in reached
+    assert Destination("gw.internal", 4000) in reached
+    assert Destination("api.openai.com") in reached and Destination("api.anthropic.com") in reached
+    for key, value in (("ISOLATION", "container"), ("EGRESS_ALLOW", "host:99999")):
+        with pytest.raises(UsageError, match=f"bad value for {key.lower()}"):
+            config.load(tmp_path, {f"LANE_RUNNER_{key}": value})
+
+
+@pytest.mark.parametrize(
+    ("configured", "worker_user", "unavailable", "level"),
+    [(None, None, None, "sandbox"), (None, "w", "no bwrap", "user"),
+     (None, None, "no bwrap", "none"), ("user", None, None, "user"),
+     ("sandbox", "w", "no bwrap", "sandbox")],
+)
+def test_the_isolation_that_applies(
+    configured: str | None, worker_user: str | None, unavailable: str | None, level: str
+) -> None:
+    """Catches: the default not falling back where bwrap is missing (every attempt
+    refused), or an explicit ``sandbox`` quietly lowered to ``user``."""
+    chosen, why = sandbox.choose(configured, worker_user, unavailable)
+    assert chosen == level
+    if unavailable is not None and configured != "user":
+        assert unavailable in why

@@ -14,6 +14,7 @@ import pytest
 from journal import Journal, LinuxFS
 from lane_runner import config
 from lane_runner.board.model import NewTask, Outcome, Status
+from lane_runner.providers import sandbox
 from lane_runner.router import health
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services, build
@@ -223,9 +224,16 @@ printf '%s' '__ANSWER__' > "$last_message" || exit 4
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+@pytest.mark.parametrize("isolation", ["user", "sandbox"])
 def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, isolation: str
 ) -> None:
+    """Under ``sandbox`` too the CLI edits its worktree and answers through its result
+    file, and the after_done hook runs in the task's sandbox: it cannot write beside the
+    worktree. Catches: the executor or the follow-up not sandboxing the hook, or the
+    result file's outbox not read (the run would not be committed)."""
+    if isolation == "sandbox" and sandbox.unavailable("nobody") is not None:
+        pytest.skip(f"no sandbox here: {sandbox.unavailable('nobody')}")
     import pwd
     import shutil
     import subprocess
@@ -258,6 +266,7 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
             "LANE_RUNNER_WORKER_USER": "nobody",
             "LANE_RUNNER_CODEX_BIN": str(codex),
             "LANE_RUNNER_HOOKS": '{"*" = {after_done = "id -un > ../after_done.who"}}',
+            "LANE_RUNNER_ISOLATION": isolation,
         }
         built = build(config.load(base / "home", environ))
         try:
@@ -283,8 +292,12 @@ def test_with_a_worker_user_the_worktree_is_that_users_and_the_cli_can_edit_it(
                 cwd=repo, capture_output=True, text=True, check=True,
             ).stdout.split()
             assert authors == ["lane-runner"]
-            assert (worktree.parent / "after_done.who").read_text() == "nobody\n"
-            (worktree.parent / "after_done.who").unlink()
+            if isolation == "user":
+                assert (worktree.parent / "after_done.who").read_text() == "nobody\n"
+                (worktree.parent / "after_done.who").unlink()
+            else:  # the hook ran, in the sandbox, where ../ is not the worktrees' folder
+                assert not (worktree.parent / "after_done.who").exists()
+                assert not [c for c in board.comments(task.id) if "after_done" in c.body]
             assert sorted(p.name for p in worktree.parent.iterdir()) == [f".{task.id}.run", task.id]
             assert not list(built.home.lane_dir(BOARD).glob("*.provider-*"))
         finally:

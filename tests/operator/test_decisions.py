@@ -213,3 +213,15 @@ def test_doctor_reports_a_provider_the_runner_found_misconfigured() -> None:
     busy = ProviderHealth("codex", "unavailable", True, "usage limit", 1000.0)
     assert doctor.health_verdict(busy, 1060.0) is None
     assert doctor.health_verdict(refused, 1000.0 + 13 * 3600) is None  # stale
+
+
+def test_doctor_says_which_isolation_applies() -> None:
+    """Catches: a sandbox asked for and unavailable passing doctor (no attempt would
+    start), and less than a sandbox passing silently."""
+    assert doctor.isolation_verdict("sandbox", "available", None, False).level is \
+        doctor.Level.PASS
+    refused = doctor.isolation_verdict("sandbox", "set", "isolation = sandbox, but no bwrap",
+                                       False)
+    assert refused.level is doctor.Level.FAIL and "no bwrap" in refused.detail
+    assert doctor.isolation_verdict("user", "no bwrap", None, False).level is doctor.Level.WARN
+    assert doctor.isolation_verdict("none", "no bwrap", None, True).level is doctor.Level.PASS

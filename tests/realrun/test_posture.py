@@ -71,14 +71,22 @@ def test_codex_workspace_write_keeps_its_writes_in_the_worktree(
     assert real_lane.scratch is not None
     outside = Path(tempfile.mkdtemp(prefix="lane-posture-", dir="/var/tmp"))
     os.chown(outside, real_lane.scratch.worker.uid, real_lane.scratch.worker.gid)
+    # With /usr/bin/bwrap installed codex's sandbox uses it, and its helper will not
+    # start from a CODEX_HOME under /tmp ("execvp codex-linux-sandbox: Permission denied")
+    codex_home = Path(tempfile.mkdtemp(prefix="lane-posture-codex-", dir="/var/tmp"))
+    os.chown(codex_home, real_lane.scratch.worker.uid, real_lane.scratch.worker.gid)
+    real_lane.extra_env["CODEX_HOME"] = str(codex_home)
     try:
         _sandboxed_run(real_lane, model_server, outside)
     finally:
         shutil.rmtree(outside)
+        shutil.rmtree(codex_home)
 
 
 def _sandboxed_run(real_lane: RealLane, model_server: ModelServer, outside: Path) -> None:
-    real_lane.write_config(codex_sandbox="workspace-write")
+    # codex's own sandbox alone (isolation = user): inside the runner's, the directory
+    # outside is not even there, and the refusal reads "No such file or directory".
+    real_lane.write_config(codex_sandbox="workspace-write", isolation="user")
     name = marker("sandbox")
     model_server.script(name, codex=[
         {"shell": f"echo inside > inside.txt; echo escaped > {outside}/escaped.txt"},

@@ -204,6 +204,9 @@ def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
     """A real CLI whose tool commits its own work: that commit is the result, the runner
     adds an empty one that carries the accepted result. Another that changes nothing:
     done, with only that empty commit."""
+    # Under isolation = sandbox the shared git directory is read-only and an agent's own
+    # commit fails (docs/security.md): this is the worker user's view, as before.
+    real_lane.write_config(isolation="user")
     commits, idle = marker(f"self-commit-{provider}"), marker(f"no-change-{provider}")
     model_server.script(commits, **{provider: [
         {"shell": "echo mine > mine.txt && git add mine.txt && "
