@@ -102,6 +102,20 @@ def toml_value(value: object) -> str:
     return str(value)
 
 
+def hold_commit(held: Path, release: Path) -> dict[str, str]:
+    """The environment of a daemon whose first result commit touches ``held`` once it is on
+    the branch, then waits for ``release`` (``tests/holding/sitecustomize.py``)."""
+    return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
+            "LANE_TEST_HOLD_COMMIT": f"{held}\n{release}"}
+
+
+def with_repository_hooks() -> dict[str, str]:
+    """The environment of a daemon whose git runs the repository's hooks, as the runner's
+    never does (``tests/holding/sitecustomize.py``): for tests of how a git call is bounded."""
+    return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
+            "LANE_TEST_REPOSITORY_HOOKS": "1"}
+
+
 class Runner:
     """What every end-to-end harness does with a runner's home: write its config, run
     its CLI and start its daemon, in subprocesses with the simulators' environment.

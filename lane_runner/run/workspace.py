@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.run import git, interrupted
+from lane_runner.run import git, interrupted, snapshot
 
 log = logging.getLogger(__name__)
 MARKER_BYTES = 64
@@ -546,9 +546,12 @@ def handoff(
     The previous agent's claims are only its words, so the next one is told to
     check them against the worktree before building on them.
     """
-    status = _git("status", "--short", cwd=worktree, owner=owner).stdout.strip() or "(clean)"
-    diff = _git("diff", "--stat", "HEAD", cwd=worktree, owner=owner).stdout.strip()
-    diff = diff or "(no changes)"
+    try:
+        changed = snapshot.changes(worktree, owner)
+    except snapshot.StagingError as error:
+        changed = [f"(could not be told: {error})"]
+    status = "\n".join(changed) or "(clean)"
+    diff = _summary(changed)
     tail = prior_output[-tail_chars:].strip() or "(no output)"
     return (
         "Another agent worked on this task before you and stopped. Carry its work on, "
@@ -559,6 +562,16 @@ def handoff(
         f"git status:\n{status}\n\ndiff summary:\n{diff}\n\n"
         f"end of its output:\n{tail}\n"
     )
+
+
+def _summary(changed: list[str]) -> str:
+    """How many paths changed, by kind: the runner's git never diffs the worktree itself
+    (that would run the repository's filters, ``run/snapshot.py``); the next agent runs
+    ``git diff`` for the lines."""
+    kinds = {" M": "modified", " D": "deleted", "A ": "added", "??": "untracked"}
+    counted = {kind: sum(line.startswith(tag) for line in changed) for tag, kind in kinds.items()}
+    said = [f"{count} {kind}" for kind, count in counted.items() if count]
+    return (f"{len(changed)} path(s) changed: {', '.join(said)}" if said else "(no changes)")
 
 
 def artifacts(worktree: Path, claimed: list[str], base: Path | None = None) -> list[str]:

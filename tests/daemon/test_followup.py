@@ -33,8 +33,9 @@ AFTER_DONE = (
     "[ -e {held} ] && exit 0; touch {held}; "
     "while [ ! -e {release} ]; do sleep 0.05; done"
 )
-#: The repository's pre-push hook counts every push git makes, with its key.
-PRE_PUSH = '#!/bin/sh\necho "$LANE_DELIVERY_ID" >> {log}\n'
+#: The remote's pre-receive hook counts every push that reaches it, with its key (the
+#: runner's own git runs no hook of the task's repository; a local remote runs its own).
+PRE_RECEIVE = '#!/bin/sh\necho "$LANE_DELIVERY_ID" >> {log}\n'
 
 
 def bare_remote(lane: Lane) -> Path:
@@ -44,10 +45,10 @@ def bare_remote(lane: Lane) -> Path:
     return remote
 
 
-def count_pushes(lane: Lane) -> Path:
+def count_pushes(lane: Lane, remote: Path) -> Path:
     log = lane.root / "pushes.log"
-    hook = lane.repo / ".git" / "hooks" / "pre-push"
-    hook.write_text(PRE_PUSH.format(log=log))
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(PRE_RECEIVE.format(log=log))
     hook.chmod(0o755)
     return log
 
@@ -66,7 +67,7 @@ def test_a_kill_9_during_after_done_runs_it_again_with_its_key_and_nothing_else_
     """The push and its comment ended before the kill: recovered, they are not repeated.
     after_done was cut short: it runs again, with the same LANE_DELIVERY_ID it had."""
     remote = bare_remote(lane)
-    pushes = count_pushes(lane)
+    pushes = count_pushes(lane, remote)
     hooked, held, release = lane.root / "after_done.log", lane.root / "held", lane.root / "go"
     lane.write_config(push="on_done", hooks={"*": {
         "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)
@@ -112,8 +113,7 @@ def test_a_comment_cut_short_after_it_reached_the_board_is_not_written_twice(
     """The runner dies after the board took the push comment and before its end was saved:
     the sweep finds the comment's key on the board and does not write it again, nor push
     again; after_done, which never began, runs once."""
-    bare_remote(lane)
-    pushes = count_pushes(lane)
+    pushes = count_pushes(lane, bare_remote(lane))
     hooked = lane.root / "after_done.log"
     services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
         "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'

@@ -1,8 +1,8 @@
 """Two homes on one PostgreSQL board and one repository: a result is delivered once
 (issue 48, item 1).
 
-Runner A is SIGKILLed inside the repository's post-commit hook, so its result commit
-exists and its journal has no pending record. ``recover`` on A hands the run back;
+Runner A is SIGKILLed while a test's hold keeps it right after its commit, so its
+result commit exists and its journal has no pending record. ``recover`` on A hands the run back;
 runner B claims the task, takes A's worktree over and finds the result on the task's
 branch, carried by A's commit: B delivers it without running the CLI and without a
 second commit, the board's completed event names that commit and the base before it,
@@ -17,7 +17,7 @@ import orjson
 
 from lane_runner.board.model import NewTask, Outcome, Status
 from lane_runner.run import delivery, workspace
-from tests.daemon.test_delivery import POST_COMMIT_HOLD
+from tests.harness import hold_commit
 
 from .conftest import BOARD, Fleet
 
@@ -38,9 +38,7 @@ def test_a_result_committed_by_a_killed_runner_is_delivered_once_by_another_home
     for pod in (first, second):
         pod.extra_env["LANE_RUNNER_SIM_STARTED_LOG"] = str(started)
     held, release = fleet.root / "commit-held", fleet.root / "commit-release"
-    hook = fleet.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    first.extra_env.update(hold_commit(held, release))
     [base] = commits(fleet, "-1", "main")
     task = fleet.board.add_task(NewTask(title="deliver me once", workspace=str(fleet.repo)))
     branch = workspace.branch_name(BOARD, task.id)
