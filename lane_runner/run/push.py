@@ -22,7 +22,6 @@ is tried again a few times; any failure is only reported, the result stands.
 from __future__ import annotations
 
 import logging
-import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,8 +34,6 @@ TRIES = 3
 #: Seconds before the second and third try.
 BACKOFF = (2.0, 8.0)
 MAX_SAID_CHARS = 1000
-#: A remote given by name (not a URL or a path): its receive-pack can be pinned.
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: What git says when the remote may answer on another try (lower case).
 TRANSIENT = (
     "could not resolve host",
@@ -124,8 +121,6 @@ def transport(worktree: Path, remote: str, owner: str | None,
         "push.recurseSubmodules=no",
         "protocol.git.allow=never",
     ]
-    if NAME.fullmatch(remote):
-        options.append(f"remote.{remote}.receivepack=git-receive-pack")
     return [part for option in options for part in ("-c", option)]
 
 
@@ -151,7 +146,9 @@ def push(
     tries = 0
     while True:
         tries += 1
-        result = git.run(*pinned, "push", "--porcelain",
+        # --receive-pack on the command line: a remote's configured receivepack is taken
+        # first come (a -c could not outrank the repository's).
+        result = git.run(*pinned, "push", "--porcelain", "--receive-pack=git-receive-pack",
                          "--", remote, refspec, cwd=worktree, owner=owner, env=env,
                          worker_config=True)
         said = _said(result.stderr or result.stdout, result.returncode)
