@@ -102,11 +102,12 @@ def toml_value(value: object) -> str:
     return str(value)
 
 
-def hold_commit(held: Path, release: Path) -> dict[str, str]:
-    """The environment of a daemon whose first result commit touches ``held`` once it is on
-    the branch, then waits for ``release`` (``tests/holding/sitecustomize.py``)."""
+def hold_commit(held: Path, release: Path, at: str = "commit") -> dict[str, str]:
+    """The environment of a daemon whose first result commit touches ``held`` (``at``
+    ``commit``: once it is on the branch; ``staging``: once the worktree is staged, before
+    the commit), then waits for ``release`` (``tests/holding/sitecustomize.py``)."""
     return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
-            "LANE_TEST_HOLD_COMMIT": f"{held}\n{release}"}
+            "LANE_TEST_HOLD_COMMIT": f"{held}\n{release}\n{at}"}
 
 
 def with_repository_hooks() -> dict[str, str]:

@@ -325,7 +325,7 @@ def describe(
         "rev-list", "--reverse", f"--max-count={MAX_COMMITS_LISTED}", f"{base}..{tip}",
         cwd=worktree, owner=owner,
     )
-    stat = git.run("diff-tree", "-r", "--stat=100", *git.DIFF, base, tip,
+    stat = git.run("diff-tree", "-r", "-M", "--stat=100", *git.DIFF, base, tip,
                    cwd=worktree, owner=owner)
     diffstat = stat.stdout.rstrip() if stat.returncode == 0 else ""
     counts = _shortstat(diffstat.splitlines()[-1] if diffstat else "")

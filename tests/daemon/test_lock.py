@@ -13,7 +13,7 @@ import pytest
 
 from lane_runner.board.model import Status
 from lane_runner.service.lock import HomeLock, HomeLocked, holder
-from tests.harness import Lane
+from tests.harness import Lane, with_repository_hooks
 
 HOLD = """
 import sys, time
@@ -112,6 +112,7 @@ def test_the_home_stays_locked_while_a_stopping_daemon_s_git_runs(lane: Lane) ->
         f"#!/bin/sh\necho $$ > '{hook_pid}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n"
     )
     hook.chmod(0o755)
+    lane.extra_env.update(with_repository_hooks())  # the runner's git runs none as shipped
     task = lane.add("slow checkout")
     daemon = lane.start()
     try:
