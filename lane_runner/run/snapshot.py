@@ -172,6 +172,15 @@ def changes(worktree: Path, owner: str | None) -> list[str]:
     return lines
 
 
+def summary(changed: list[str]) -> str:
+    """How many paths ``changes`` found, by kind: the runner's git never diffs the worktree
+    itself (that would run the repository's filters); the next agent runs ``git diff``."""
+    kinds = {" M": "modified", " D": "deleted", "A ": "added", "??": "untracked"}
+    counted = {kind: sum(line.startswith(tag) for line in changed) for tag, kind in kinds.items()}
+    said = [f"{count} {kind}" for kind, count in counted.items() if count]
+    return f"{len(changed)} path(s) changed: {', '.join(said)}" if said else "(no changes)"
+
+
 def difference(staged: tuple[Entry, ...], written: list[Entry]) -> str:
     """The first path where a written tree differs from what was staged, in words; empty
     when it holds exactly that."""

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.run import git, interrupted, snapshot
+from lane_runner.run import checkout, git, interrupted, snapshot
 
 log = logging.getLogger(__name__)
 MARKER_BYTES = 64
@@ -429,12 +429,13 @@ def _has_branch(source: Path, branch: str, owner: str | None) -> bool:
 def _add_on(
     source: Path, worktree: Path, branch: str, owner: str | None
 ) -> subprocess.CompletedProcess[str]:
-    """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
+    """``git worktree add`` on a new branch, or on the task's existing one (a resume); its
+    files written without the repository's filters or hooks (``run/checkout.py``)."""
     path = str(worktree.absolute())
-    result = _git("worktree", "add", "-b", branch, path, cwd=source, owner=owner)
+    result = _git(*checkout.ADD, "-b", branch, path, cwd=source, owner=owner)
     if result.returncode != 0 and "a branch named" in result.stderr:
-        result = _git("worktree", "add", path, branch, cwd=source, owner=owner)
-    return result
+        result = _git(*checkout.ADD, path, branch, cwd=source, owner=owner)
+    return result if result.returncode != 0 else checkout.write(worktree, owner)
 
 
 def _cannot_create(
@@ -551,7 +552,7 @@ def handoff(
     except snapshot.StagingError as error:
         changed = [f"(could not be told: {error})"]
     status = "\n".join(changed) or "(clean)"
-    diff = _summary(changed)
+    diff = snapshot.summary(changed)
     tail = prior_output[-tail_chars:].strip() or "(no output)"
     return (
         "Another agent worked on this task before you and stopped. Carry its work on, "
@@ -562,16 +563,6 @@ def handoff(
         f"git status:\n{status}\n\ndiff summary:\n{diff}\n\n"
         f"end of its output:\n{tail}\n"
     )
-
-
-def _summary(changed: list[str]) -> str:
-    """How many paths changed, by kind: the runner's git never diffs the worktree itself
-    (that would run the repository's filters, ``run/snapshot.py``); the next agent runs
-    ``git diff`` for the lines."""
-    kinds = {" M": "modified", " D": "deleted", "A ": "added", "??": "untracked"}
-    counted = {kind: sum(line.startswith(tag) for line in changed) for tag, kind in kinds.items()}
-    said = [f"{count} {kind}" for kind, count in counted.items() if count]
-    return (f"{len(changed)} path(s) changed: {', '.join(said)}" if said else "(no changes)")
 
 
 def artifacts(worktree: Path, claimed: list[str], base: Path | None = None) -> list[str]:

@@ -248,8 +248,10 @@ def test_what_a_killed_runners_hook_left_is_ended_by_the_next_recovery(
 # -- a real daemon ------------------------------------------------------------------
 
 
-def with_post_checkout(lane: Lane, script: str) -> None:
-    hook = lane.repo / ".git" / "hooks" / "post-checkout"
+def with_hook(lane: Lane, script: str, name: str = "reference-transaction") -> None:
+    """A hook of the repository: ``reference-transaction`` runs when the worktree's add
+    makes the task's branch (the runner's add checks nothing out: no post-checkout)."""
+    hook = lane.repo / ".git" / "hooks" / name
     hook.write_text(f"#!/bin/sh\n{script}\n")
     hook.chmod(0o755)
 
@@ -262,7 +264,7 @@ def test_a_daemon_whose_repository_starts_an_indexer_on_checkout_does_the_task(
     ships, its git never starts it at all (issue 47)."""
     pid = lane.root / "indexer.pid"
     ended.append(pid)
-    with_post_checkout(lane, leaving(SETSID, pid))
+    with_hook(lane, leaving(SETSID, pid), "reference-transaction" if hooks_run else "post-checkout")
     if hooks_run:
         lane.extra_env.update(with_repository_hooks())
     task = lane.add("indexed")
@@ -286,7 +288,7 @@ def test_a_daemon_stops_within_its_grace_while_a_git_hook_holds_a_run(
     gone, and the run is left for the next start, not counted as a failure."""
     pid = lane.root / "hook.pid"
     ended.append(pid)
-    with_post_checkout(lane, leaving(SETSID, pid, "sleep 900"))
+    with_hook(lane, leaving(SETSID, pid, "sleep 900"))
     lane.extra_env.update(with_repository_hooks())
     task = lane.add("held by its hook")
     daemon = lane.start()

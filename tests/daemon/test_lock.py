@@ -107,7 +107,7 @@ def test_the_home_stays_locked_while_a_stopping_daemon_s_git_runs(lane: Lane) ->
     run meanwhile; the run is handed back by the recover that follows."""
     gate, hook_pid = lane.root / "gate", lane.root / "hook.pid"
     gate.touch()
-    hook = lane.repo / ".git" / "hooks" / "post-checkout"
+    hook = lane.repo / ".git" / "hooks" / "reference-transaction"  # the add makes the branch
     hook.write_text(
         f"#!/bin/sh\necho $$ > '{hook_pid}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n"
     )

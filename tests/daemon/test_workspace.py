@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lane_runner.run import checkout, interrupted, workspace
 from lane_runner.run import git as git_module
-from lane_runner.run import interrupted, workspace
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -151,6 +151,36 @@ def test_every_moment_a_git_worktree_add_can_be_killed_at_is_recovered_from(
         prepared = workspace.prepare(str(repo), target, branch)
         assert git("branch", "--show-current", cwd=prepared.path).strip() == branch
         assert (prepared.path / "f119").exists()
+
+
+def test_a_runner_killed_before_it_wrote_the_files_leaves_a_worktree_made_afresh(
+    repo: Path, tmp_path: Path
+) -> None:
+    """What the runner's add leaves when it is killed before ``checkout.write``: a worktree
+    without its files, locked ``initializing``. The next prepare makes it afresh, whole
+    (else a run would commit every file as deleted)."""
+    target = tmp_path / "wt" / "t"
+    target.parent.mkdir()
+    git(*checkout.ADD, "-b", "lane/b/t", str(target), cwd=repo)
+    assert not (target / "README").exists()
+    prepared = workspace.prepare(str(repo), target, "lane/b/t")
+    assert (prepared.path / "README").read_text() == (repo / "README").read_text()
+    assert git("status", "--porcelain", cwd=prepared.path) == ""
+    assert "locked" not in git("worktree", "list", "--porcelain", cwd=repo)
+
+
+def test_a_smudge_filter_planted_in_the_repository_never_runs_at_a_worktree_add(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Another task names a smudge filter for every file: the next task's worktree gets
+    the files as the branch holds them, and the filter never runs."""
+    marker = tmp_path / "smudged"
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    git("config", "filter.evil.smudge", f"sh -c 'touch {marker}; echo FORGED'", cwd=repo)
+    prepared = workspace.prepare(str(repo), tmp_path / "wt" / "t", "lane/b/t")
+    assert (prepared.path / "README").read_text() == git("show", "HEAD:README", cwd=repo)
+    assert not marker.exists()
 
 
 def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> None:
@@ -351,8 +381,9 @@ def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
 
 
 def gated_hook(repository: Path, gate: Path, started: Path) -> None:
-    """A post-checkout hook (``git worktree add`` runs it) that waits while ``gate`` exists."""
-    hook = repository / ".git" / "hooks" / "post-checkout"
+    """A reference-transaction hook (``git worktree add -b`` runs it, making the branch)
+    that waits while ``gate`` exists."""
+    hook = repository / ".git" / "hooks" / "reference-transaction"
     hook.write_text(f"#!/bin/sh\ntouch '{started}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n")
     hook.chmod(0o755)
 
@@ -361,7 +392,7 @@ def test_a_slow_git_in_one_repository_does_not_hold_up_another(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Worktrees are made one at a time per repository, not one at a time in the runner.
-    The slow git is a post-checkout hook, which only this test lets the runner's git run."""
+    The slow git is a hook, which only this test lets the runner's git run."""
     monkeypatch.setattr(git_module, "NEUTRAL", ())
     other = tmp_path / "other"
     other.mkdir()
