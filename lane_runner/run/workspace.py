@@ -493,16 +493,25 @@ def _take_over(
 
 
 def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> str | None:
-    """Remove the task's worktree (its branch stays); None when gone, else git's words.
+    """Remove the task's worktree (its branch stays); None when gone, else why not.
 
-    Without ``force`` git refuses a worktree holding uncommitted changes, which are then
-    kept. The run marker beside it goes with it.
+    Without ``force`` a worktree holding uncommitted changes is refused, and they are
+    kept: told by ``snapshot.changes``, since git's own check (a ``git status`` it runs
+    inside ``worktree remove``) would run the repository's clean filters, so git is always
+    given ``--force``. A locked worktree is refused either way. The run marker beside it
+    goes with it.
     """
     if not worktree.is_dir():
         _marker(worktree).unlink(missing_ok=True)
         return None
-    argv = ["worktree", "remove", *(["--force"] if force else []), str(worktree)]
-    said = _git(*argv, cwd=worktree, owner=owner)
+    if not force:
+        try:
+            changed = snapshot.changes(worktree, owner)
+        except snapshot.StagingError as error:
+            return str(error)
+        if changed:
+            return f"{worktree} holds uncommitted changes ({len(changed)} path(s)): kept"
+    said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
     if said.returncode != 0:
         return said.stderr.strip() or said.stdout.strip() or f"exit status {said.returncode}"
     _marker(worktree).unlink(missing_ok=True)

@@ -243,3 +243,22 @@ def test_a_result_commit_that_is_not_what_was_staged_is_refused_naming_both(
     with pytest.raises(delivery.DeliveryError, match=f"HEAD is at {head[:12]}, not at the "
                        f"result commit {other[:12]}"):
         delivery.checked_commit(repo, other, empty, None)
+
+
+def test_removing_a_worktree_runs_no_clean_filter_and_keeps_uncommitted_work(
+    tmp_path: Path,
+) -> None:
+    """git's own check before a plain ``worktree remove`` is a ``git status``, which runs
+    the clean filter a task planted: the runner tells uncommitted work itself."""
+    repo = repository(tmp_path)
+    marker = tmp_path / "filtered"
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    git("config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'", cwd=repo)
+    clean = workspace.prepare(str(repo), tmp_path / "wt" / "clean", "lane/b/clean").path
+    os.utime(clean / "kept", (0, 0))  # git's stat cache says nothing: it would hash the file
+    assert workspace.remove(clean) is None and not clean.exists()
+    assert not marker.exists(), "removing the worktree ran the task's clean filter"
+    kept = workspace.prepare(str(repo), tmp_path / "wt" / "kept", "lane/b/kept").path
+    (kept / "kept").write_text("uncommitted\n")
+    assert "holds uncommitted changes (1 path(s))" in (workspace.remove(kept) or "")
+    assert (kept / "kept").read_text() == "uncommitted\n"
