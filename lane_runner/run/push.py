@@ -100,8 +100,7 @@ def moved(worktree: Path, branch: str, commit: str, owner: str | None) -> str | 
     )
 
 
-def transport(worktree: Path, remote: str, owner: str | None,
-              env: Mapping[str, str] | None) -> list[str]:
+def transport(worktree: Path, owner: str | None, env: Mapping[str, str] | None) -> list[str]:
     """``-c`` options that give the push's transport the worker's own global settings
     (its ``~/.gitconfig``, read as that user) over whatever the repository says, and
     switch off what else the repository could make a push run."""
@@ -142,7 +141,7 @@ def push(
         log.warning("push of %s refused: %s", branch, refused)
         return Pushed(False, 0, refused)
     refspec = f"{commit}:refs/heads/{branch}"
-    pinned = transport(worktree, remote, owner, env)
+    pinned = transport(worktree, owner, env)
     tries = 0
     while True:
         tries += 1
