@@ -44,16 +44,18 @@ FAST_CONFIG = {
 
 def cli_workers(node: str) -> list[int]:
     """The node's agent CLIs and what they started, running now: the runner's own git
-    commands and hooks carry the same markers (``leftovers.find``) and are left out."""
-    return [pid for pid in find_workers(node) if not _runs_command(pid)]
+    commands and hooks carry the same markers (``leftovers.find``) and are left out, and
+    so is a process gone before its environment was read (a short git call, most often:
+    counted, it made a test think the CLI had started)."""
+    return [pid for pid in find_workers(node) if _runs_cli(pid)]
 
 
-def _runs_command(pid: int) -> bool:
+def _runs_cli(pid: int) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False  # gone: not running anything
-    return any(entry.startswith(f"{COMMAND_VARIABLE}=".encode()) for entry in environ)
+    return not any(entry.startswith(f"{COMMAND_VARIABLE}=".encode()) for entry in environ)
 
 
 def git(*args: str, cwd: Path) -> None:
