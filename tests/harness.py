@@ -44,16 +44,18 @@ FAST_CONFIG = {
 
 def cli_workers(node: str) -> list[int]:
     """The node's agent CLIs and what they started, running now: the runner's own git
-    commands and hooks carry the same markers (``leftovers.find``) and are left out."""
-    return [pid for pid in find_workers(node) if not _runs_command(pid)]
+    commands and hooks carry the same markers (``leftovers.find``) and are left out, and
+    so is a process gone before its environment was read (a short git call, most often:
+    counted, it made a test think the CLI had started)."""
+    return [pid for pid in find_workers(node) if _runs_cli(pid)]
 
 
-def _runs_command(pid: int) -> bool:
+def _runs_cli(pid: int) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False  # gone: not running anything
-    return any(entry.startswith(f"{COMMAND_VARIABLE}=".encode()) for entry in environ)
+    return not any(entry.startswith(f"{COMMAND_VARIABLE}=".encode()) for entry in environ)
 
 
 def git(*args: str, cwd: Path) -> None:
@@ -88,6 +90,21 @@ def assert_done_exactly_once(
         assert (record["result"], record["summary"]) == (task.result, task.summary)
         kinds = [event.kind for event in board.events(task.id)]
         assert kinds.count("completed") + kinds.count("replayed") == 1, task.id
+
+
+def hold_commit(held: Path, release: Path, at: str = "commit") -> dict[str, str]:
+    """The environment of a daemon whose first result commit touches ``held`` (``at``
+    ``commit``: once it is on the branch; ``staging``: once the worktree is staged, before
+    the commit), then waits for ``release`` (``tests/holding/sitecustomize.py``)."""
+    return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
+            "LANE_TEST_HOLD_COMMIT": f"{held}\n{release}\n{at}"}
+
+
+def with_repository_hooks() -> dict[str, str]:
+    """The environment of a daemon whose git runs the repository's hooks, as the runner's
+    never does (``tests/holding/sitecustomize.py``): for tests of how a git call is bounded."""
+    return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
+            "LANE_TEST_REPOSITORY_HOOKS": "1"}
 
 
 class Runner:

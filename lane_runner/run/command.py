@@ -114,7 +114,7 @@ def run(
     env: Mapping[str, str],
     timeout: float,
     owner: str | None = None,
-    stdin: str | None = None,
+    stdin: str | bytes | None = None,
     output: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` to its end or its deadline; ``Timeout`` when it was killed at its
@@ -130,7 +130,7 @@ def run(
         given: IO[bytes] | int = subprocess.DEVNULL
         if stdin is not None:
             given = files.enter_context(tempfile.TemporaryFile())
-            given.write(stdin.encode())
+            given.write(stdin if isinstance(stdin, bytes) else stdin.encode())
             given.seek(0)
         stdout = output if output is not None else files.enter_context(tempfile.TemporaryFile())
         stderr = None if output is not None else files.enter_context(tempfile.TemporaryFile())

@@ -34,7 +34,7 @@ import orjson
 
 from lane_runner.errors import LaneRunnerError
 from lane_runner.router.route import bounded
-from lane_runner.run import git, gitlock
+from lane_runner.run import git, gitlock, snapshot
 
 log = logging.getLogger(__name__)
 TASK_TRAILER = "Lane-Task"
@@ -256,17 +256,63 @@ def find(
 
 
 def commit(worktree: Path, message: str, author: Author, owner: str | None) -> str | None:
-    """Commit everything the worktree holds uncommitted, or nothing (``--allow-empty``: the
-    commit carries the result, see ``Carried``); the new commit. The repository's own
-    pre-commit and commit-msg hooks are not run: the result is accepted already, and the
-    operator's checks belong in lane hooks."""
-    _checked(git.run("add", "--all", cwd=worktree, owner=owner), "add the worktree's changes")
-    made = git.run(
-        "commit", "--no-verify", "--allow-empty", "--quiet", "--file=-",
-        cwd=worktree, owner=owner, env=author.environment(), stdin=message,
-    )
-    _checked(made, "commit the result")
-    return head(worktree, owner)
+    """Commit everything the worktree holds uncommitted, or nothing (an empty commit: it
+    carries the result, see ``Carried``); the new commit.
+
+    Plumbing only, so none of the repository's code runs inside the runner's commit
+    (issue 47): the worktree is staged without filters (``run/snapshot.py``), the commit
+    made by ``commit-tree`` (no ``pre-commit``, ``prepare-commit-msg``, ``commit-msg`` or
+    ``post-commit``: the result is accepted already, and the operator's checks belong in
+    lane hooks) and HEAD's branch moved by ``update-ref`` from the commit it was at (its
+    ``reference-transaction`` hook is off with every other, ``run/git.py``). Then
+    ``made`` checks that the branch names that commit and that it holds the tree staged.
+    """
+    try:
+        taken, tree = snapshot.stage(worktree, owner)
+    except snapshot.StagingError as error:
+        raise DeliveryError(str(error)) from error
+    parent = head(taken.top, owner)
+    made = _checked(git.run(
+        "commit-tree", "--no-gpg-sign", tree, *(["-p", parent] if parent else []),
+        cwd=taken.top, owner=owner, env=author.environment(), stdin=cleaned(message),
+    ), "commit the result").stdout.strip()
+    title = message.partition("\n")[0]
+    _checked(git.run("update-ref", "-m", f"commit (lane-runner): {title}", "HEAD", made,
+                     parent or "", cwd=taken.top, owner=owner), "put the result on the branch")
+    return checked_commit(taken.top, made, tree, owner)
+
+
+def checked_commit(worktree: Path, made: str, tree: str, owner: str | None) -> str:
+    """``made`` when HEAD names it and it holds ``tree`` (what the runner staged); else
+    ``DeliveryError`` saying what is there instead."""
+    said = git.run("rev-parse", "HEAD", f"{made}^{{tree}}", cwd=worktree, owner=owner)
+    found = said.stdout.split() if said.returncode == 0 else []
+    at, holds = (found + ["nothing", "nothing"])[:2]
+    if at != made:
+        raise DeliveryError(
+            f"HEAD is at {at[:12]}, not at the result commit {made[:12]} the runner just made: "
+            "something moved the branch meanwhile"
+        )
+    if holds != tree:
+        raise DeliveryError(
+            f"the result commit {made[:12]} holds tree {holds[:12]}, not the tree {tree[:12]} "
+            "the runner staged"
+        )
+    return made
+
+
+def cleaned(message: str) -> str:
+    """``message`` as ``git commit --file`` cleans it (``--cleanup=whitespace``): trailing
+    blanks cut, runs of empty lines made one, none at either end. ``commit-tree`` takes
+    the message as given."""
+    lines = [line.rstrip(" \t\v\f\r") for line in message.split("\n")]
+    kept: list[str] = []
+    for line in lines:
+        if line or (kept and kept[-1]):
+            kept.append(line)
+    while kept and not kept[-1]:
+        kept.pop()
+    return "\n".join(kept) + "\n"
 
 
 def describe(
@@ -280,7 +326,8 @@ def describe(
         "rev-list", "--reverse", f"--max-count={MAX_COMMITS_LISTED}", f"{base}..{tip}",
         cwd=worktree, owner=owner,
     )
-    stat = git.run("diff", "--stat=100", f"{base}..{tip}", cwd=worktree, owner=owner)
+    stat = git.run("diff-tree", "-r", "-M", "--stat=100", *git.DIFF, base, tip,
+                   cwd=worktree, owner=owner)
     diffstat = stat.stdout.rstrip() if stat.returncode == 0 else ""
     counts = _shortstat(diffstat.splitlines()[-1] if diffstat else "")
     if len(diffstat) > MAX_DIFFSTAT_CHARS:
@@ -378,7 +425,10 @@ def printable(text: str, limit: int) -> str:
     return shown if len(shown) <= limit else shown[:limit] + "\n[cut]"
 
 
-def _checked(result: subprocess.CompletedProcess[str], what: str) -> None:
+def _checked(
+    result: subprocess.CompletedProcess[str], what: str
+) -> subprocess.CompletedProcess[str]:
     if result.returncode != 0:
         said = (result.stderr or result.stdout).strip() or f"exit status {result.returncode}"
         raise DeliveryError(f"git could not {what}: {said}")
+    return result

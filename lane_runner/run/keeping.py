@@ -1,8 +1,9 @@
 """What removing a worktree would lose, and the worktrees cleanup keeps for it.
 
 Cleanup (``run/cleanup.py``) never removes the last reference to a commit or an
-uncommitted change, whatever the task's age: a worktree whose ``git status`` shows
-anything (untracked files too; ignored ones are not work), or whose HEAD reaches
+uncommitted change, whatever the task's age: a worktree that holds anything HEAD does not
+(untracked files too; ignored ones are not work: ``run/snapshot.py``, which runs none of
+the repository's filters, where ``git status`` would), or whose HEAD reaches
 commits that no branch, tag or other ref reaches (a worker or a hook that committed
 on a detached HEAD), is kept in place, however long ago ``retention_days`` ran out.
 Removing it would leave those commits to ``git gc`` and the changes to nobody.
@@ -23,7 +24,7 @@ import orjson
 
 from lane_runner import files
 from lane_runner.home import Home
-from lane_runner.run import git
+from lane_runner.run import git, snapshot
 from lane_runner.run.branchhead import where
 
 MAX_BYTES = 1 << 20
@@ -45,10 +46,10 @@ class Kept:
 def would_lose(worktree: Path, owner: str | None = None) -> str | None:
     """What removing ``worktree`` would lose, in words; None when nothing (or why it could not
     be told, which keeps it too)."""
-    status = git.run("status", "--porcelain", cwd=worktree, owner=owner)
-    if status.returncode != 0:
-        return f"git status failed: {status.stderr.strip()}"
-    changed = status.stdout.splitlines()
+    try:
+        changed = snapshot.changes(worktree, owner)
+    except snapshot.StagingError as error:
+        return f"its changes could not be told: {error}"
     if changed:
         return f"it holds uncommitted changes ({len(changed)} path(s))"
     return _commits_only_head_reaches(worktree, owner)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.run import git, interrupted
+from lane_runner.run import checkout, git, interrupted, snapshot
 
 log = logging.getLogger(__name__)
 MARKER_BYTES = 64
@@ -429,12 +429,13 @@ def _has_branch(source: Path, branch: str, owner: str | None) -> bool:
 def _add_on(
     source: Path, worktree: Path, branch: str, owner: str | None
 ) -> subprocess.CompletedProcess[str]:
-    """``git worktree add`` on a new branch, or on the task's existing one (a resume)."""
+    """``git worktree add`` on a new branch, or on the task's existing one (a resume); its
+    files written without the repository's filters or hooks (``run/checkout.py``)."""
     path = str(worktree.absolute())
-    result = _git("worktree", "add", "-b", branch, path, cwd=source, owner=owner)
+    result = _git(*checkout.ADD, "-b", branch, path, cwd=source, owner=owner)
     if result.returncode != 0 and "a branch named" in result.stderr:
-        result = _git("worktree", "add", path, branch, cwd=source, owner=owner)
-    return result
+        result = _git(*checkout.ADD, path, branch, cwd=source, owner=owner)
+    return result if result.returncode != 0 else checkout.write(worktree, owner)
 
 
 def _cannot_create(
@@ -492,16 +493,25 @@ def _take_over(
 
 
 def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> str | None:
-    """Remove the task's worktree (its branch stays); None when gone, else git's words.
+    """Remove the task's worktree (its branch stays); None when gone, else why not.
 
-    Without ``force`` git refuses a worktree holding uncommitted changes, which are then
-    kept. The run marker beside it goes with it.
+    Without ``force`` a worktree holding uncommitted changes is refused, and they are
+    kept: told by ``snapshot.changes``, since git's own check (a ``git status`` it runs
+    inside ``worktree remove``) would run the repository's clean filters, so git is always
+    given ``--force``. A locked worktree is refused either way. The run marker beside it
+    goes with it.
     """
     if not worktree.is_dir():
         _marker(worktree).unlink(missing_ok=True)
         return None
-    argv = ["worktree", "remove", *(["--force"] if force else []), str(worktree)]
-    said = _git(*argv, cwd=worktree, owner=owner)
+    if not force:
+        try:
+            changed = snapshot.changes(worktree, owner)
+        except snapshot.StagingError as error:
+            return str(error)
+        if changed:
+            return f"{worktree} holds uncommitted changes ({len(changed)} path(s)): kept"
+    said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
     if said.returncode != 0:
         return said.stderr.strip() or said.stdout.strip() or f"exit status {said.returncode}"
     _marker(worktree).unlink(missing_ok=True)
@@ -546,9 +556,12 @@ def handoff(
     The previous agent's claims are only its words, so the next one is told to
     check them against the worktree before building on them.
     """
-    status = _git("status", "--short", cwd=worktree, owner=owner).stdout.strip() or "(clean)"
-    diff = _git("diff", "--stat", "HEAD", cwd=worktree, owner=owner).stdout.strip()
-    diff = diff or "(no changes)"
+    try:
+        changed = snapshot.changes(worktree, owner)
+    except snapshot.StagingError as error:
+        changed = [f"(could not be told: {error})"]
+    status = "\n".join(changed) or "(clean)"
+    diff = snapshot.summary(changed)
     tail = prior_output[-tail_chars:].strip() or "(no output)"
     return (
         "Another agent worked on this task before you and stopped. Carry its work on, "

@@ -1,9 +1,12 @@
 """Every git command and hook the runner starts is bounded as a tree (issue 48, item 2).
 
-Real git, real hooks, real ``setsid`` and double forks. Each case runs twice: in a
-cgroup of its own (where this host has a writable cgroup v2 hierarchy) and without
-one (the session, the tree walk and the token). Waits are bounded (``BOUND``) so a
-regression fails instead of hanging.
+The runner's git runs none of the repository's hooks (issue 47, ``run/git.py``); a hook
+is still the simplest git child that holds a git call, so the tests of how a git call is
+bounded let it run one (``repository_hooks``, ``with_repository_hooks``), and one test
+shows a real daemon never runs it. Real git, real hooks, real ``setsid`` and double
+forks. Each case runs twice: in a cgroup of its own (where this host has a writable
+cgroup v2 hierarchy) and without one (the session, the tree walk and the token). Waits
+are bounded (``BOUND``) so a regression fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from lane_runner.board.model import Status
 from lane_runner.providers import cgroup
 from lane_runner.run import command, git, hooks
 from lane_runner.service import leftovers
-from tests.harness import BOARD, Lane
+from tests.harness import BOARD, Lane, with_repository_hooks
 
 BOUND = 30.0
 
@@ -85,6 +88,15 @@ def ended() -> Iterator[list[Path]]:
             os.kill(int(written), signal.SIGKILL)
 
 
+@pytest.fixture
+def repository_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner's git runs the repository's hooks in this test (without
+    ``core.hooksPath=/dev/null``)."""
+    pairs = zip(git.NEUTRAL[1::2], git.NEUTRAL[2::2], strict=True)
+    kept = [part for pair in pairs if not pair[1].startswith("core.hooksPath=") for part in pair]
+    monkeypatch.setattr(git, "NEUTRAL", (git.NEUTRAL[0], *kept))
+
+
 def repository(root: Path, post_checkout: str | None = None) -> Path:
     repo = root / "repo"
     repo.mkdir()
@@ -114,7 +126,7 @@ def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object
 
 
 def test_a_post_checkout_hooks_setsid_child_neither_holds_the_worktree_add_nor_outlives_it(
-    tmp_path: Path, containment: str, ended: list[Path]
+    tmp_path: Path, containment: str, ended: list[Path], repository_hooks: None
 ) -> None:
     """The reviewer's indexer: ``setsid … &`` keeps git's stdout open; the add returns
     when git does, with git's output, and the indexer is gone."""
@@ -169,7 +181,7 @@ def test_a_hook_past_its_deadline_is_ended_with_its_setsid_children(
 
 
 def test_the_shutdown_ends_a_git_command_and_refuses_the_next(
-    tmp_path: Path, containment: str, ended: list[Path]
+    tmp_path: Path, containment: str, ended: list[Path], repository_hooks: None
 ) -> None:
     """A git held by its hook (in the foreground: git waits for it) until the runner's
     cancel event is set: the call raises ``Cancelled``, its tree is gone, and a later
@@ -236,18 +248,25 @@ def test_what_a_killed_runners_hook_left_is_ended_by_the_next_recovery(
 # -- a real daemon ------------------------------------------------------------------
 
 
-def with_post_checkout(lane: Lane, script: str) -> None:
-    hook = lane.repo / ".git" / "hooks" / "post-checkout"
+def with_hook(lane: Lane, script: str, name: str = "reference-transaction") -> None:
+    """A hook of the repository: ``reference-transaction`` runs when the worktree's add
+    makes the task's branch (the runner's add checks nothing out: no post-checkout)."""
+    hook = lane.repo / ".git" / "hooks" / name
     hook.write_text(f"#!/bin/sh\n{script}\n")
     hook.chmod(0o755)
 
 
+@pytest.mark.parametrize("hooks_run", [True, False], ids=["hooks-let-run", "runner-as-shipped"])
 def test_a_daemon_whose_repository_starts_an_indexer_on_checkout_does_the_task(
-    lane: Lane, ended: list[Path]
+    lane: Lane, ended: list[Path], hooks_run: bool
 ) -> None:
+    """Let run, the indexer neither holds the run nor outlives its git; as the runner
+    ships, its git never starts it at all (issue 47)."""
     pid = lane.root / "indexer.pid"
     ended.append(pid)
-    with_post_checkout(lane, leaving(SETSID, pid))
+    with_hook(lane, leaving(SETSID, pid), "reference-transaction" if hooks_run else "post-checkout")
+    if hooks_run:
+        lane.extra_env.update(with_repository_hooks())
     task = lane.add("indexed")
     batch = lane.start("--until-idle")
     try:
@@ -255,7 +274,10 @@ def test_a_daemon_whose_repository_starts_an_indexer_on_checkout_does_the_task(
     except subprocess.TimeoutExpired:
         raise AssertionError("the run is held in workspace preparation") from None
     assert lane.board.get_task(task.id).status is Status.DONE
-    assert not alive(pid_in(pid))
+    if hooks_run:
+        assert not alive(pid_in(pid))
+    else:
+        assert not pid.exists(), "the runner's git ran the repository's post-checkout hook"
 
 
 def test_a_daemon_stops_within_its_grace_while_a_git_hook_holds_a_run(
@@ -266,7 +288,8 @@ def test_a_daemon_stops_within_its_grace_while_a_git_hook_holds_a_run(
     gone, and the run is left for the next start, not counted as a failure."""
     pid = lane.root / "hook.pid"
     ended.append(pid)
-    with_post_checkout(lane, leaving(SETSID, pid, "sleep 900"))
+    with_hook(lane, leaving(SETSID, pid, "sleep 900"))
+    lane.extra_env.update(with_repository_hooks())
     task = lane.add("held by its hook")
     daemon = lane.start()
     leftover = pid_in(pid)

@@ -22,7 +22,7 @@ from lane_runner.run import context as contexts
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services
 from tests.daemon.test_executor import claim, services  # noqa: F401 - the fixture
-from tests.harness import BOARD, Lane, git
+from tests.harness import BOARD, Lane, git, hold_commit
 
 
 def branch_of(lane: Lane, task_id: str) -> str:
@@ -168,17 +168,6 @@ def test_the_commit_of_a_run_is_found_by_its_trailers_only(tmp_path: Path) -> No
     assert again.commit == made.commit and again.commits == made.commits
 
 
-#: The repository's post-commit hook holds the runner's commit (once) right after git made
-#: it, until the test has killed the daemon: git runs as whichever user the runner gives
-#: it, and only the test may kill the daemon.
-POST_COMMIT_HOLD = """#!/bin/sh
-case "$(git log -1 --format=%B)" in *"Lane-Run:"*) ;; *) exit 0 ;; esac
-[ -e {held} ] && exit 0
-touch {held}
-while [ ! -e {release} ]; do sleep 0.05; done
-"""
-
-
 def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     lane: Lane,
 ) -> None:
@@ -186,9 +175,7 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     so before the journal has a pending record. Restarted, it finishes the task with
     exactly that one commit on the branch, and without running the CLI again."""
     held, release = lane.root / "commit-held", lane.root / "commit-release"
-    hook = lane.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    lane.extra_env.update(hold_commit(held, release))
     task = lane.add("crash at the commit", assignee="cli-codex-low")
     daemon = lane.start()
     lane.wait(held.exists, what="the runner's commit")

@@ -34,8 +34,9 @@ AFTER_DONE = (
     "[ -e {held} ] && exit 0; touch {held}; "
     "while [ ! -e {release} ]; do sleep 0.05; done"
 )
-#: The repository's pre-push hook counts every push git makes, with its key.
-PRE_PUSH = '#!/bin/sh\necho "$LANE_DELIVERY_ID" >> {log}\n'
+#: The remote's pre-receive hook counts every push that reaches it, with its key (the
+#: runner's own git runs no hook of the task's repository; a local remote runs its own).
+PRE_RECEIVE = '#!/bin/sh\necho "$LANE_DELIVERY_ID" >> {log}\n'
 
 
 def bare_remote(lane: Lane) -> Path:
@@ -45,10 +46,10 @@ def bare_remote(lane: Lane) -> Path:
     return remote
 
 
-def count_pushes(lane: Lane) -> Path:
+def count_pushes(lane: Lane, remote: Path) -> Path:
     log = lane.root / "pushes.log"
-    hook = lane.repo / ".git" / "hooks" / "pre-push"
-    hook.write_text(PRE_PUSH.format(log=log))
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(PRE_RECEIVE.format(log=log))
     hook.chmod(0o755)
     return log
 
@@ -67,7 +68,7 @@ def test_a_kill_9_during_after_done_runs_it_again_with_its_key_and_nothing_else_
     """The push and its comment ended before the kill: recovered, they are not repeated.
     after_done was cut short: it runs again, with the same LANE_DELIVERY_ID it had."""
     remote = bare_remote(lane)
-    pushes = count_pushes(lane)
+    pushes = count_pushes(lane, remote)
     hooked, held, release = lane.root / "after_done.log", lane.root / "held", lane.root / "go"
     lane.write_config(push="on_done", hooks={"*": {
         "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)
@@ -106,8 +107,7 @@ def test_a_kill_9_during_after_done_runs_it_again_with_its_key_and_nothing_else_
 def push_and_after_done_counted(services: Services, lane: Lane) -> tuple[Path, Path]:  # noqa: F811
     """Push on done to a bare remote and an after_done hook, each recording its key: the
     two logs."""
-    bare_remote(lane)
-    pushes = count_pushes(lane)
+    pushes = count_pushes(lane, bare_remote(lane))
     hooked = lane.root / "after_done.log"
     services.cfg = services.cfg.replace(push="on_done", hooks={"*": {
         "after_done": f'echo "$LANE_DELIVERY_ID" >> {hooked}'

@@ -13,7 +13,7 @@ import pytest
 
 from lane_runner.board.model import Status
 from lane_runner.service.lock import HomeLock, HomeLocked, holder
-from tests.harness import Lane
+from tests.harness import Lane, with_repository_hooks
 
 HOLD = """
 import sys, time
@@ -107,11 +107,12 @@ def test_the_home_stays_locked_while_a_stopping_daemon_s_git_runs(lane: Lane) ->
     run meanwhile; the run is handed back by the recover that follows."""
     gate, hook_pid = lane.root / "gate", lane.root / "hook.pid"
     gate.touch()
-    hook = lane.repo / ".git" / "hooks" / "post-checkout"
+    hook = lane.repo / ".git" / "hooks" / "reference-transaction"  # the add makes the branch
     hook.write_text(
         f"#!/bin/sh\necho $$ > '{hook_pid}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n"
     )
     hook.chmod(0o755)
+    lane.extra_env.update(with_repository_hooks())  # the runner's git runs none as shipped
     task = lane.add("slow checkout")
     daemon = lane.start()
     try:

@@ -78,11 +78,12 @@ def test_a_worker_on_a_detached_head_has_its_result_pushed(lane: Lane) -> None:
     assert f"pushed branch {branch} at {head[:12]} to origin" in comments(lane, task.id)
 
 
-def test_a_late_push_pushes_the_head_the_board_names_not_the_branchs_newer_tip(
+def test_a_late_push_refuses_a_branch_moved_after_the_board_took_the_result(
     services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
-    """The runner stopped before its push; someone moved the branch on; the sweep's push
-    publishes the result's commit (what the board and the comment name), nothing newer."""
+    """The runner stopped before its push; someone (another task, issue 47) moved the
+    branch on; the sweep's push pushes nothing and its comment names both commits: which
+    one the remote gets is a person's call."""
     remote = bare_remote(lane)
     services.cfg = services.cfg.replace(push="on_done")
     task = lane.add("pushed late")
@@ -91,10 +92,13 @@ def test_a_late_push_pushes_the_head_the_board_names_not_the_branchs_newer_tip(
     result = ref(lane.repo, f"refs/heads/{branch}")
     assert result is not None
     git("commit", "-q", "--allow-empty", "-m", "later work", cwd=lane.home.worktree(BOARD, task.id))
-    assert ref(lane.repo, f"refs/heads/{branch}") != result
+    moved = ref(lane.repo, f"refs/heads/{branch}")
+    assert moved is not None and moved != result
     assert cleanup.sweep(services, POLICY, time.time(), lambda: False).followed_up
-    assert ref(remote, f"refs/heads/{branch}") == result
-    assert f"pushed branch {branch} at {result[:12]} to origin" in comments(lane, task.id)
+    assert ref(remote, f"refs/heads/{branch}") is None
+    [said] = [c for c in comments(lane, task.id) if c.startswith("push of branch")]
+    assert f"branch {branch} is at {moved}, but the board recorded {result}" in said
+    assert "neither is pushed" in said and "the result stands" in said
 
 
 class Stop(BaseException):

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lane_runner.run import interrupted, workspace
+from lane_runner.run import checkout, interrupted, workspace
+from lane_runner.run import git as git_module
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -152,6 +153,36 @@ def test_every_moment_a_git_worktree_add_can_be_killed_at_is_recovered_from(
         assert (prepared.path / "f119").exists()
 
 
+def test_a_runner_killed_before_it_wrote_the_files_leaves_a_worktree_made_afresh(
+    repo: Path, tmp_path: Path
+) -> None:
+    """What the runner's add leaves when it is killed before ``checkout.write``: a worktree
+    without its files, locked ``initializing``. The next prepare makes it afresh, whole
+    (else a run would commit every file as deleted)."""
+    target = tmp_path / "wt" / "t"
+    target.parent.mkdir()
+    git(*checkout.ADD, "-b", "lane/b/t", str(target), cwd=repo)
+    assert not (target / "README").exists()
+    prepared = workspace.prepare(str(repo), target, "lane/b/t")
+    assert (prepared.path / "README").read_text() == (repo / "README").read_text()
+    assert git("status", "--porcelain", cwd=prepared.path) == ""
+    assert "locked" not in git("worktree", "list", "--porcelain", cwd=repo)
+
+
+def test_a_smudge_filter_planted_in_the_repository_never_runs_at_a_worktree_add(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Another task names a smudge filter for every file: the next task's worktree gets
+    the files as the branch holds them, and the filter never runs."""
+    marker = tmp_path / "smudged"
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    git("config", "filter.evil.smudge", f"sh -c 'touch {marker}; echo FORGED'", cwd=repo)
+    prepared = workspace.prepare(str(repo), tmp_path / "wt" / "t", "lane/b/t")
+    assert (prepared.path / "README").read_text() == git("show", "HEAD:README", cwd=repo)
+    assert not marker.exists()
+
+
 def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> None:
     errors: list[Exception] = []
 
@@ -253,7 +284,7 @@ def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> Non
     workspace.prepare(str(repo), target, "lane/b/t")
     (target / "README").write_text("changed\n")
     text = workspace.handoff(target, "x" * 10_000 + "last words", "lane/b/t")
-    assert "M README" in text and "README" in text.split("diff summary:")[1]
+    assert " M README" in text and "1 modified" in text.split("diff summary:")[1]
     assert text.rstrip().endswith("last words") and len(text) < 6000
     assert "branch lane/b/t" in text and "verify every claim" in text
 
@@ -350,16 +381,19 @@ def test_a_repository_the_worker_user_does_not_own_says_what_git_said() -> None:
 
 
 def gated_hook(repository: Path, gate: Path, started: Path) -> None:
-    """A post-checkout hook (``git worktree add`` runs it) that waits while ``gate`` exists."""
-    hook = repository / ".git" / "hooks" / "post-checkout"
+    """A reference-transaction hook (``git worktree add -b`` runs it, making the branch)
+    that waits while ``gate`` exists."""
+    hook = repository / ".git" / "hooks" / "reference-transaction"
     hook.write_text(f"#!/bin/sh\ntouch '{started}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n")
     hook.chmod(0o755)
 
 
 def test_a_slow_git_in_one_repository_does_not_hold_up_another(
-    repo: Path, tmp_path: Path
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Worktrees are made one at a time per repository, not one at a time in the runner."""
+    """Worktrees are made one at a time per repository, not one at a time in the runner.
+    The slow git is a hook, which only this test lets the runner's git run."""
+    monkeypatch.setattr(git_module, "NEUTRAL", ())
     other = tmp_path / "other"
     other.mkdir()
     git("init", "-q", "-b", "main", cwd=other)

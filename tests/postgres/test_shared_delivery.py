@@ -1,8 +1,8 @@
 """Two homes on one PostgreSQL board and one repository: a result is delivered once
 (issue 48, item 1).
 
-Runner A is SIGKILLed inside the repository's post-commit hook, so its result commit
-exists and its journal has no pending record. ``recover`` on A hands the run back;
+Runner A is SIGKILLed while a test's hold keeps it right after its commit, so its
+result commit exists and its journal has no pending record. ``recover`` on A hands the run back;
 runner B claims the task, takes A's worktree over and finds the result on the task's
 branch, carried by A's commit: B delivers it without running the CLI and without a
 second commit, the board's completed event names that commit and the base before it,
@@ -17,7 +17,7 @@ import orjson
 
 from lane_runner.board.model import NewTask, Outcome, Status
 from lane_runner.run import delivery, workspace
-from tests.daemon.test_delivery import POST_COMMIT_HOLD
+from tests.harness import hold_commit
 
 from .conftest import BOARD, Fleet
 
@@ -38,9 +38,7 @@ def test_a_result_committed_by_a_killed_runner_is_delivered_once_by_another_home
     for pod in (first, second):
         pod.extra_env["LANE_RUNNER_SIM_STARTED_LOG"] = str(started)
     held, release = fleet.root / "commit-held", fleet.root / "commit-release"
-    hook = fleet.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    first.extra_env.update(hold_commit(held, release))
     [base] = commits(fleet, "-1", "main")
     task = fleet.board.add_task(NewTask(title="deliver me once", workspace=str(fleet.repo)))
     branch = workspace.branch_name(BOARD, task.id)
@@ -94,21 +92,11 @@ def test_a_result_committed_by_a_killed_runner_is_delivered_once_by_another_home
     fleet.assert_done_exactly_once()
 
 
-#: Holds ``git add``'s index write of the result (something staged) once: the runner has
-#: accepted the result and not yet made its commit.
-INDEX_HOLD = """#!/bin/sh
-git diff --cached --quiet && exit 0
-[ -e {held} ] && exit 0
-touch {held}
-while [ ! -e {release} ]; do sleep 0.05; done
-"""
-
-
 def test_a_result_accepted_but_not_yet_committed_is_committed_by_recovery(
     fleet: Fleet,
 ) -> None:
-    """Runner A is SIGKILLed after accepting its result and before committing it (inside
-    the index write of ``git add``): the result is in A's lane state alone. A's
+    """Runner A is SIGKILLed after accepting its result and before committing it (once
+    the worktree is staged): the result is in A's lane state alone. A's
     ``recover`` makes the result commit before it hands the run back, so runner B
     delivers it from the branch: the CLI runs once, one result commit."""
     first, second = fleet.pod("home-a"), fleet.pod("home-b")
@@ -116,14 +104,12 @@ def test_a_result_accepted_but_not_yet_committed_is_committed_by_recovery(
     for pod in (first, second):
         pod.extra_env["LANE_RUNNER_SIM_STARTED_LOG"] = str(started)
     held, release = fleet.root / "index-held", fleet.root / "index-release"
-    hook = fleet.repo / ".git" / "hooks" / "post-index-change"
-    hook.write_text(INDEX_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    first.extra_env.update(hold_commit(held, release, at="staging"))
     task = fleet.board.add_task(NewTask(title="commit me in recovery", workspace=str(fleet.repo)))
     branch = workspace.branch_name(BOARD, task.id)
 
     first.start()
-    fleet.wait(held.exists, timeout=120, what="home A's git add of the result")
+    fleet.wait(held.exists, timeout=120, what="home A's staging of the result")
     first.kill()
     release.touch()
     assert commits(fleet, f"main..{branch}") == []

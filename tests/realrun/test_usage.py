@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from lane_runner.board.model import Status
-from tests.daemon.test_delivery import POST_COMMIT_HOLD
-from tests.harness import BOARD
+from tests.harness import BOARD, hold_commit
 
 from .conftest import ModelServer, RealLane, answer, marker
 
@@ -110,17 +109,15 @@ def test_usage_across_a_kill_9_between_tool_calls_is_counted_once(
 def test_usage_across_a_kill_9_after_the_answer_is_counted_once(
     real_lane: RealLane, model_server: ModelServer, provider: str
 ) -> None:
-    """The daemon dies after the CLI's answer, while the runner commits it (the
-    repository's post-commit hook holds git there); the next start delivers it without
+    """The daemon dies after the CLI's answer, while the runner commits it (a test's hold
+    on the runner's commit keeps it there); the next start delivers it without
     a provider. The ledger was written as the CLI reported: exactly what the server sent,
     nothing counted twice, and the board's completed event carries the same totals."""
     assert real_lane.scratch is not None
     real_lane.write_config(prices=PRICES)
     held = real_lane.scratch.path("commit-held")
     release = real_lane.scratch.path("commit-release")
-    hook = real_lane.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    real_lane.extra_env.update(hold_commit(held, release))
     name = marker(f"usage-deliver-{provider}")
     model_server.script(name, **{provider: [
         {"shell": "echo delivered > delivered.txt", "usage": {"input": 900, "output": 70}},

@@ -11,8 +11,7 @@ import pytest
 
 from lane_runner.board.model import Outcome, Status
 from lane_runner.run import workspace
-from tests.daemon.test_delivery import POST_COMMIT_HOLD
-from tests.harness import BOARD
+from tests.harness import BOARD, hold_commit
 
 from .conftest import ModelServer, RealLane, answer, marker
 
@@ -168,15 +167,13 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     real_lane: RealLane, model_server: ModelServer, provider: str
 ) -> None:
     """The daemon is SIGKILLed while the runner's commit of a real CLI's work exists and
-    before the journal's pending record does (the repository's post-commit hook holds git
-    there). Restarted, it finishes the task with exactly that commit, asking nobody to
-    redo the work."""
+    before the journal's pending record does (a test's hold on the runner's commit keeps
+    it there). Restarted, it finishes the task with exactly that commit, asking nobody
+    to redo the work."""
     assert real_lane.scratch is not None
     held = real_lane.scratch.path("commit-held")
     release = real_lane.scratch.path("commit-release")
-    hook = real_lane.repo / ".git" / "hooks" / "post-commit"
-    hook.write_text(POST_COMMIT_HOLD.format(held=held, release=release))
-    hook.chmod(0o755)
+    real_lane.extra_env.update(hold_commit(held, release))
     name = marker(f"deliver-{provider}")
     model_server.script(name, **{provider: [
         {"shell": "echo delivered > delivered.txt"},

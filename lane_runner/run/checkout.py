@@ -1,0 +1,72 @@
+"""The task's branch written into its new worktree, without the repository's filters.
+
+``git worktree add`` checks the branch out through the smudge filters the attributes
+name and the repository's configuration defines, and runs its ``post-checkout`` hook: code
+any task of the repository can plant for the next one's checkout (issue 47). So the
+runner adds the worktree with ``--no-checkout`` (``ADD``), locked with the reason git
+itself gives an add in progress (``initializing``: a runner killed before the files are
+written leaves a worktree that ``interrupted.unfinished`` names, made afresh at the next
+run), writes the files (``write``) and only then unlocks it.
+
+The files are written by ``git read-tree -m -u`` against a git directory of the runner's
+own (``_shadow``: created for the call, not writable by the worker): its configuration
+is empty, so whatever filter an attribute names has no driver, and no hook or fsmonitor
+is set; the objects are the repository's (``GIT_OBJECT_DIRECTORY``) and the index is the
+worktree's (``GIT_INDEX_FILE``). git's own conversions an attribute asks for (``eol``,
+``working-tree-encoding``) still apply: they run no program. A repository that relies on
+a filter (Git LFS) gets its blobs as they are stored (the LFS pointers), and the runner's
+staging (``run/snapshot.py``) commits them as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from lane_runner.run import git, interrupted
+
+#: ``git worktree add`` as the runner runs it: no checkout, locked until ``write`` is done.
+ADD = ("worktree", "add", "--no-checkout", "--lock", "--reason", interrupted.INITIALIZING)
+
+
+def write(worktree: Path, owner: str | None) -> subprocess.CompletedProcess[str]:
+    """Write HEAD's files into the new ``worktree`` and its index, then unlock it; git's
+    result (a failure leaves the worktree locked, so it is made afresh)."""
+    said = git.run("rev-parse", "--show-object-format", "--path-format=absolute",
+                   "--git-path", "index", "--git-path", "objects", "HEAD",
+                   cwd=worktree, owner=owner)
+    if said.returncode != 0:
+        return said
+    object_format, index, objects, head = said.stdout.split()
+    shadow = _shadow(object_format)
+    try:
+        env = {"GIT_DIR": str(shadow), "GIT_WORK_TREE": str(worktree.absolute()),
+               "GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects}
+        written = git.run("-c", f"safe.directory={shadow}", "read-tree", "-m", "-u", head,
+                          cwd=worktree, owner=owner, env=env)
+    finally:
+        shutil.rmtree(shadow, ignore_errors=True)
+    if written.returncode != 0:
+        return written
+    return git.run("worktree", "unlock", str(worktree.absolute()), cwd=worktree, owner=owner)
+
+
+def _shadow(object_format: str) -> Path:
+    """A git directory with nothing in it but what git needs to find one: readable by the
+    worker, writable by the runner alone (0755 in the system's temporary folder)."""
+    shadow = Path(tempfile.mkdtemp(prefix="lane-runner-checkout-"))
+    (shadow / "refs").mkdir()
+    (shadow / "objects").mkdir()
+    (shadow / "HEAD").write_text("ref: refs/heads/main\n")
+    extensions = f"[extensions]\n\tobjectFormat = {object_format}\n"
+    version = 1 if object_format != "sha1" else 0
+    (shadow / "config").write_text(
+        f"[core]\n\trepositoryformatversion = {version}\n"
+        + (extensions if version else "")
+    )
+    for path in (shadow, shadow / "refs", shadow / "objects"):
+        os.chmod(path, 0o755)
+    return shadow

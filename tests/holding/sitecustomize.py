@@ -1,0 +1,54 @@
+"""What a test's daemon does that no runner would, loaded by Python at start-up from
+``PYTHONPATH`` (``tests.harness.hold_commit``, ``tests.harness.with_repository_hooks``).
+
+- ``HOLD_VARIABLE`` (``held`` and ``release`` paths and where, a line each): the
+  runner's first result commit (``commit``: once it is on the branch; ``staging``: once
+  the worktree is staged, before the commit is made) touches ``held`` and waits for
+  ``release`` before the runner goes on, so the test can kill the daemon there. The
+  repository's post-commit or post-index-change hook did this before issue 47; the
+  runner's git runs no hook now.
+- ``HOOKS_VARIABLE``: the runner's git runs the repository's hooks again, for tests of
+  what bounds a git command (a hook is the simplest git child that holds it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+HOLD_VARIABLE = "LANE_TEST_HOLD_COMMIT"
+HOOKS_VARIABLE = "LANE_TEST_REPOSITORY_HOOKS"
+
+
+def _install(held: Path, release: Path, at: str) -> None:
+    from lane_runner.run import delivery, snapshot
+
+    owner, name = (delivery, "commit") if at == "commit" else (snapshot, "stage")
+    original = getattr(owner, name)
+
+    def holding(*args: object, **kwargs: object) -> object:
+        made = original(*args, **kwargs)
+        if not held.exists():
+            held.touch()
+            while not release.exists():
+                time.sleep(0.05)
+        return made
+
+    setattr(owner, name, holding)
+
+
+def hooks_on() -> None:
+    """The runner's git without its ``core.hooksPath=/dev/null``."""
+    from lane_runner.run import git
+
+    pairs = zip(git.NEUTRAL[1::2], git.NEUTRAL[2::2], strict=True)
+    kept = [part for pair in pairs if not pair[1].startswith("core.hooksPath=") for part in pair]
+    git.NEUTRAL = (git.NEUTRAL[0], *kept)  # type: ignore[misc]
+
+
+if os.environ.get(HOOKS_VARIABLE):
+    hooks_on()
+if os.environ.get(HOLD_VARIABLE):
+    _held, _release, _at = os.environ[HOLD_VARIABLE].splitlines()
+    _install(Path(_held), Path(_release), _at)
