@@ -53,7 +53,7 @@ def codex_limit(reset: int) -> dict[str, Any]:
     return {"error": {"status": 429, "body": {"error": error}}}
 
 
-def shown(moment: float, now: float) -> str:
+def reset_words(moment: float, now: float) -> str:
     """A reset as status words it: ``20:00 UTC``, with the day when it is not today's (a
     reset two hours after 22:30 is tomorrow's)."""
     at = datetime.datetime.fromtimestamp(moment, datetime.UTC)
@@ -101,8 +101,8 @@ def test_a_usage_limit_with_a_reset_parks_the_task_until_then(
     assert limits["claude"]["until"] == claude_reset  # the rate_limit_event's resetsAt
     assert limits["codex"]["until"] == pytest.approx(codex_reset, abs=60)  # "try again at"
     text = real_lane.cli("status").stdout
-    assert f"claude: usage limit until {shown(claude_reset, now)}" in text, text
-    assert f"codex: usage limit until {shown(codex_reset, now)}" in text, text
+    assert f"claude: usage limit until {reset_words(claude_reset, now)}" in text, text
+    assert f"codex: usage limit until {reset_words(codex_reset, now)}" in text, text
     asked = len(model_server.requests(name, "claude"))
 
     clock_file.write_text(str(2 * 3600 + 120))  # the daemon's clock passes claude's reset
