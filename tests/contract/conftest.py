@@ -96,10 +96,22 @@ class Scratch:
         return path
 
 
+#: Where the scratch directories go: not under the system temp dir (``/tmp``). Their
+#: ``CODEX_HOME`` is in them, and codex refuses to make its helper aliases
+#: (``codex-linux-sandbox``, ``apply_patch``) in a ``CODEX_HOME`` under the temp dir
+#: ("Refusing to create helper binaries under temporary dir"). Without them its sandbox
+#: cannot re-enter itself through a system bubblewrap without ``--argv0`` (Debian 12's
+#: 0.8.0): bwrap looks the bare name up on ``PATH`` and every sandboxed command fails with
+#: "bwrap: execvp codex-linux-sandbox". A worker's own ``~/.codex`` is not under
+#: ``/tmp`` unless its home is (docs/security.md).
+SCRATCH_PARENT = Path("/var/tmp")
+
+
 @pytest.fixture
 def scratch(worker: Worker) -> Iterator[Scratch]:
-    """A directory outside pytest's 0700 tree, so the worker user can reach it."""
-    root = Path(tempfile.mkdtemp(prefix="lane-contract-"))
+    """A directory outside pytest's 0700 tree, so the worker user can reach it, and
+    outside the system temp dir (``SCRATCH_PARENT``)."""
+    root = Path(tempfile.mkdtemp(prefix="lane-contract-", dir=SCRATCH_PARENT))
     root.chmod(0o755)
     os.chown(root, worker.uid, worker.gid)
     made = Scratch(root, worker, uuid.uuid4().hex)
