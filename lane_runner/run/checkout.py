@@ -67,6 +67,10 @@ def _shadow(object_format: str) -> Path:
         f"[core]\n\trepositoryformatversion = {version}\n"
         + (extensions if version else "")
     )
+    # Modes set, not left to the umask: the systemd unit's UMask=0077 made HEAD and config
+    # root's alone, and the worker's read-tree found no repository (the pods' test saw it).
     for path in (shadow, shadow / "refs", shadow / "objects"):
         os.chmod(path, 0o755)
+    for path in (shadow / "HEAD", shadow / "config"):
+        os.chmod(path, 0o644)
     return shadow

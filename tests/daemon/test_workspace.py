@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -490,3 +492,22 @@ def test_a_task_already_on_its_lane_branch_keeps_it(repo: Path, tmp_path: Path) 
     workspace.prepare(str(repo), target, "lane/b/t1")
     git("worktree", "remove", "--force", str(target), cwd=repo)
     assert workspace.prepare(str(repo), target, "lane/b/t1").branch == "lane/b/t1"
+
+
+def test_the_checkouts_own_git_directory_is_readable_by_the_worker_under_any_umask() -> None:
+    """The root daemon makes it, the worker's git reads it: under the systemd unit's
+    UMask=0077 its files were root's alone and no worktree could be written (the pods'
+    test found it)."""
+    old = os.umask(0o077)
+    try:
+        shadow = checkout._shadow("sha1")
+    finally:
+        os.umask(old)
+    try:
+        for path in (shadow, shadow / "refs", shadow / "objects", shadow / "HEAD",
+                     shadow / "config"):
+            mode = stat.S_IMODE(path.stat().st_mode)
+            assert mode & 0o004, f"{path} is {oct(mode)}: others cannot read it"
+            assert not mode & 0o022, f"{path} is {oct(mode)}: others can write it"
+    finally:
+        shutil.rmtree(shadow)
