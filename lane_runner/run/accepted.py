@@ -77,14 +77,14 @@ class Accepted:
         when git will not have it there."""
         c = self.c
         try:
-            branchhead.bring_back(c.worktree, c.branch, c.s.cfg.worker_user)
+            branchhead.bring_back(c.worktree, c.branch, c.cfg.worker_user)
             return delivery.deliver(
                 c.worktree,
                 c.branch,
                 c.state.base,
                 self._facts(accepted),
-                delivery.Author.of(c.s.cfg.commit_author),
-                c.s.cfg.worker_user,
+                delivery.Author.of(c.cfg.commit_author),
+                c.cfg.worker_user,
             )
         except branchhead.HeadElsewhere as error:
             return self.endings.block(
@@ -110,7 +110,7 @@ class Accepted:
         notes = followup.Notes(
             self.notebook.say, lambda: [comment.body for comment in c.board.comments(c.task.id)]
         )
-        followup.follow_up(c.s.cfg, facts, delivered, notes, c.s.cancel, steps)
+        followup.follow_up(c.cfg, facts, delivered, notes, c.s.cancel, steps)
 
     def _facts(self, accepted: dict[str, Any]) -> delivery.Facts:
         route = accepted["metadata"]["route"]
@@ -183,7 +183,7 @@ class Accepted:
         if not c.on_branch:
             return False
         found = undelivered.on_branch(
-            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.s.cfg.worker_user,
+            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.cfg.worker_user,
         )
         if found is None:
             return False
