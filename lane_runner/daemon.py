@@ -371,7 +371,7 @@ class Daemon:
         return claim
 
     def _submit(self, claim: Claim) -> None:
-        task = claim.task
+        task, cfg = claim.task, self.services.cfg  # the run's settings, to its end
         log.info(
             "claimed %s/%s run %s",
             task.board,
@@ -386,9 +386,9 @@ class Daemon:
             task.id,
             claim.run.id,
             str(self.services.home.log_file(task.board, task.id)),
-            task.max_runtime or self.services.cfg.max_runtime,
+            task.max_runtime or cfg.max_runtime,
         )
-        future = self.pool.submit(self._execute, claim)
+        future = self.pool.submit(self._execute, claim, cfg)
         self.workers[future] = claim
         future.add_done_callback(lambda _: self.wake.set())
 
@@ -401,12 +401,12 @@ class Daemon:
         while len(self.workspaces) > WATCHED_WORKSPACES:
             del self.workspaces[next(iter(self.workspaces))]
 
-    def _execute(self, claim: Claim) -> RunReport:
+    def _execute(self, claim: Claim, cfg: configuration.Config) -> RunReport:
         with (
             logs.run_context(claim.task.board, claim.task.id, claim.run.id),
             command.supervised(self.services.supervision()),
         ):
-            return RunExecutor(self.services, claim).execute()
+            return RunExecutor(self.services, claim, cfg).execute()
 
     def _active_run_ids(self) -> set[int]:
         return {claim.run.id for claim in self.workers.values()}

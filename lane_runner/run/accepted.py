@@ -18,6 +18,7 @@ from lane_runner.router import Route
 from lane_runner.run import branchhead, delivery, fit, followup, undelivered, workspace
 from lane_runner.run.claimed import Claimed, RunEnd, RunReport
 from lane_runner.run.endings import Endings
+from lane_runner.run.lanestate import Delivery
 from lane_runner.run.lease import Lease
 from lane_runner.run.notebook import Notebook
 from lane_runner.run.spending import Spending
@@ -50,7 +51,7 @@ class Accepted:
         c = self.c
         accepted = c.state.delivery
         assert accepted is not None
-        result, metadata = accepted["result"], dict(accepted["metadata"])
+        result, metadata = accepted.result, dict(accepted.metadata)
         provider = metadata["route"]["provider"]
         if c.on_branch:
             committed = self._commit(accepted)
@@ -72,19 +73,19 @@ class Accepted:
             self._follow_up(result["summary"], metadata.get("delivery"))
         return c.report(RunEnd(outcome.value), result["summary"], provider)
 
-    def _commit(self, accepted: dict[str, Any]) -> delivery.Delivered | RunReport:
+    def _commit(self, accepted: Delivery) -> delivery.Delivered | RunReport:
         """The result's commit on the task's branch (HEAD brought back to it first); a block
         when git will not have it there."""
         c = self.c
         try:
-            branchhead.bring_back(c.worktree, c.branch, c.s.cfg.worker_user)
+            branchhead.bring_back(c.worktree, c.branch, c.cfg.worker_user)
             return delivery.deliver(
                 c.worktree,
                 c.branch,
                 c.state.base,
                 self._facts(accepted),
-                delivery.Author.of(c.s.cfg.commit_author),
-                c.s.cfg.worker_user,
+                delivery.Author.of(c.cfg.commit_author),
+                c.cfg.worker_user,
             )
         except branchhead.HeadElsewhere as error:
             return self.endings.block(
@@ -110,19 +111,19 @@ class Accepted:
         notes = followup.Notes(
             self.notebook.say, lambda: [comment.body for comment in c.board.comments(c.task.id)]
         )
-        followup.follow_up(c.s.cfg, facts, delivered, notes, c.s.cancel, steps)
+        followup.follow_up(c.cfg, facts, delivered, notes, c.s.cancel, steps)
 
-    def _facts(self, accepted: dict[str, Any]) -> delivery.Facts:
-        route = accepted["metadata"]["route"]
+    def _facts(self, accepted: Delivery) -> delivery.Facts:
+        route = accepted.metadata["route"]
         return delivery.Facts(
             board=self.c.task.board,
             task_id=self.c.task.id,
-            run_id=accepted["accepted_run"],
+            run_id=accepted.accepted_run,
             title=self.c.task.title,
-            summary=accepted["result"]["summary"],
+            summary=accepted.result["summary"],
             provider=route["provider"],
             model=route["model"],
-            carried=delivery.Carried(accepted["result"], accepted["metadata"], self.c.state.base),
+            carried=delivery.Carried(accepted.result, accepted.metadata, self.c.state.base),
         )
 
     def _finalize(self) -> FinalizeOutcome:
@@ -167,7 +168,7 @@ class Accepted:
             return False
         assert state.delivery is not None
         try:
-            earlier = self.c.board.get_run(state.delivery["run"])
+            earlier = self.c.board.get_run(state.delivery.run)
         except NotFound:
             earlier = None
         if earlier is not None and earlier.outcome is Outcome.COMPLETED:
@@ -183,7 +184,7 @@ class Accepted:
         if not c.on_branch:
             return False
         found = undelivered.on_branch(
-            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.s.cfg.worker_user,
+            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.cfg.worker_user,
         )
         if found is None:
             return False
@@ -196,7 +197,7 @@ class Accepted:
         commit is found by its trailers, never made twice."""
         c = self.c
         assert c.state.delivery is not None
-        earlier = c.state.delivery["accepted_run"]
+        earlier = c.state.delivery.accepted_run
         self.notebook.note(
             f"run {earlier}'s accepted result had not reached the journal when its runner "
             "stopped; this run delivers it (its commit is not made twice, its CLI not run again)"

@@ -48,7 +48,7 @@ class Attempts:
         """One provider turn, recorded in the lane state, provider health and metrics."""
         c = self.c
         planned = plan.plan_attempt(
-            route, c.s.cfg, c.s.home, c.s.binaries, c.state.sessions, c.state.started
+            route, c.cfg, c.s.home, c.s.binaries, c.state.sessions, c.state.started
         )
         if planned.session_id is not None:  # resumed or reserved: known before the start
             logs.bind_session(planned.session_id)
@@ -123,7 +123,7 @@ class Attempts:
         n: int,
         retry: int | None,
     ) -> ProviderRequest:
-        c, cfg = self.c, self.c.s.cfg
+        c, cfg = self.c, self.c.cfg
         provider, route = planned.provider, planned.route
         c.s.activity.update(c.run.id, provider=provider, model=route.model, effort=route.effort)
         environment = {
@@ -157,7 +157,7 @@ class Attempts:
 
     def _result_file(self, n: int) -> Path:
         """Where the CLI writes its answer in attempt ``n`` (``plan.result_file``)."""
-        return plan.result_file(self.c.s.cfg, self.c.s.home, self.c.task, self.c.run.id, n)
+        return plan.result_file(self.c.cfg, self.c.s.home, self.c.task, self.c.run.id, n)
 
     def _fresh_result_file(self, n: int) -> Path:
         """Attempt ``n``'s result file name, cleared of anything planted there: the CLI
@@ -176,7 +176,7 @@ class Attempts:
             if n is None:
                 continue
             path = self._result_file(n)
-            if self.c.s.cfg.worker_user:
+            if self.c.cfg.worker_user:
                 path.unlink(missing_ok=True)
                 continue
             try:
@@ -218,7 +218,7 @@ class Attempts:
             return False, ""
         verdict, judge = look.verdict, "structural"
         if look.asks_judge:
-            judge = c.s.cfg.judge or "structural"
+            judge = c.cfg.judge or "structural"
             said = judging.context(task_context, turn, c.task.goal_turns, c.state.goal_rejections)
             try:
                 verdict = c.s.judge.judge(said, result)

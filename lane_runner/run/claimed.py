@@ -5,6 +5,11 @@ ended (``RunEnd``, ``RunReport``, the daemon's and the metrics' one vocabulary).
 The rooms of a run (``goal``, ``attempt``, ``routing``, ``lease``, ``endings``,
 ``accepted``, ``spending``, ``notebook``, ``workplace``) share this record instead of
 one object holding every step; each keeps the few facts only it changes.
+
+A run's settings are the ``Config`` in force when it was claimed (``cfg``): a reload
+(SIGHUP, or the configuration file's change) swaps ``Services.cfg`` for the claims after
+it, and the rooms read ``cfg`` here, so one run never mixes two configurations
+(docs/configuration.md, "What a reload changes").
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from lane_runner.board.base import Board
 from lane_runner.board.model import Claim, Run, Task
+from lane_runner.config import Config
 from lane_runner.run import lanestate, workspace
 from lane_runner.service.services import Services
 
@@ -53,9 +59,11 @@ class RunReport:
 @dataclass
 class Claimed:
     """The run's facts; ``worktree``, ``cwd``, ``branch`` and ``on_branch`` are set once its
-    workspace is prepared, ``turn_begun`` by the goal loop."""
+    workspace is prepared, ``turn_begun`` by the goal loop. ``cfg`` is the configuration
+    the run was claimed under, the one its rooms read to its end."""
 
     s: Services
+    cfg: Config
     task: Task
     run: Run
     board: Board
@@ -70,11 +78,12 @@ class Claimed:
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def of(cls, services: Services, claim: Claim) -> Claimed:
+    def of(cls, services: Services, claim: Claim, cfg: Config) -> Claimed:
         task = claim.task
-        max_runtime = task.max_runtime or services.cfg.max_runtime
+        max_runtime = task.max_runtime or cfg.max_runtime
         return cls(
             services,
+            cfg,
             task,
             claim.run,
             services.store.board(task.board),

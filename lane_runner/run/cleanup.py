@@ -214,7 +214,7 @@ class Tidy:
         accepted = self.state.delivery if self.state is not None else None
         return (
             accepted is not None
-            and accepted["run"] == self.task.completed_run_id
+            and accepted.run == self.task.completed_run_id
             and self.state is not None
             and self.state.stage() is not Stage.FOLLOWED
         )
@@ -227,7 +227,7 @@ class Tidy:
             # The board completed this very run, which only its pending record does: the
             # result was journaled, and the runner stopped before its lane state said so.
             assert state.delivery is not None
-            state.journaled(state.delivery["metadata"])
+            state.journaled(state.delivery.metadata)
 
         def save() -> None:
             document = Document(journal_names.lane_state(self.task.id), state.to_document())

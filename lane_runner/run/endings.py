@@ -53,7 +53,7 @@ class Endings:
         """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
         row (``cycling``). A goal turn that could not run is not spent."""
         reason = redact.shown(reason)  # a routing error may quote the router's URL
-        state, cfg = self.c.state, self.c.s.cfg
+        state, cfg = self.c.state, self.c.cfg
         state.cooled_down(cause, reason, time.time())
         plan = waits.cooldown(
             cause, reason, state.cooldowns, state.cycles, cfg.cooldown_limit,
@@ -83,7 +83,7 @@ class Endings:
 
     def requeue_soon(self, reason: str, board_reason: str) -> RunReport:
         """Back to ready after the first cooldown's wait: trouble that is not the task's."""
-        cfg = self.c.s.cfg
+        cfg = self.c.cfg
         seconds = rules.cooldown(1, cfg.cooldown_base, cfg.cooldown_max)
         return self.requeue(reason, board_reason, seconds)
 
@@ -128,7 +128,7 @@ class Endings:
         run made goes again, so the next attempt makes it afresh and runs after_create."""
         c = self.c
         if prepared.created:
-            left = workspace.remove(c.worktree, c.s.cfg.worker_user, force=True)
+            left = workspace.remove(c.worktree, c.cfg.worker_user, force=True)
             if left is not None:
                 log.warning("worktree %s not removed after %s: %s", c.worktree, ran.hook, left)
         told = redact.text(ran.describe())
@@ -150,7 +150,7 @@ class Endings:
 
     def _backoff(self) -> float | None:
         """The wait after this counted failure (``waits.backoff``)."""
-        cfg, task = self.c.s.cfg, self.c.task
+        cfg, task = self.c.cfg, self.c.task
         return waits.backoff(
             task.failure_count, task.max_retries, cfg.failure_limit,
             cfg.failure_backoff_base, cfg.failure_backoff_max,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Task
+from lane_runner.config import Config
 from lane_runner.router import RoutingError
 from lane_runner.run import command, plan, workspace
 from lane_runner.run.accepted import Accepted
@@ -36,8 +37,10 @@ __all__ = ["RunEnd", "RunExecutor", "RunReport"]
 class RunExecutor:
     """One claimed run. ``execute()`` says what happened; provider trouble never raises."""
 
-    def __init__(self, services: Services, claim: Claim) -> None:
-        self.c = c = Claimed.of(services, claim)
+    def __init__(self, services: Services, claim: Claim, cfg: Config | None = None) -> None:
+        """``cfg``: the configuration the claim was made under (the daemon's, at the
+        claim); by default the one in force now."""
+        self.c = c = Claimed.of(services, claim, cfg or services.cfg)
         notebook, spending = Notebook(c), Spending(c)
         lease = Lease(c, notebook, spending)
         endings = Endings(c, notebook, spending, lease)

@@ -58,8 +58,8 @@ class Steps:
         then). ``again``: it began before and never ended. A step the runner's stop cut
         short is left unended, to run again."""
         earlier = self.state.step(name)
-        if earlier is not None and earlier["ended"]:
-            return earlier["said"]  # type: ignore[no-any-return]
+        if earlier is not None and earlier.ended:
+            return earlier.said
         self.state.begin_step(name)
         self.save()
         said = action(earlier is not None)

@@ -134,7 +134,7 @@ class GoalLoop:
             verdict_reason=verdict,
             turn=turn.number,
             goal_turns=c.task.goal_turns,
-            time_left=c.deadline - time.monotonic() > c.s.cfg.goal_margin,
+            time_left=c.deadline - time.monotonic() > c.cfg.goal_margin,
             fell_back=r.routing.fell_back,
         )
 
@@ -232,7 +232,7 @@ class GoalLoop:
     def _handoff(self, tail: str) -> str:
         c = self.c
         return workspace.handoff(
-            c.worktree, tail, c.branch, owner=c.s.cfg.worker_user, commits=self._commit_log()
+            c.worktree, tail, c.branch, owner=c.cfg.worker_user, commits=self._commit_log()
         )
 
     def _commit_log(self) -> str:
@@ -240,4 +240,4 @@ class GoalLoop:
         c = self.c
         if not c.on_branch:
             return ""
-        return delivery.commit_log(c.worktree, c.state.base, c.s.cfg.worker_user)
+        return delivery.commit_log(c.worktree, c.state.base, c.cfg.worker_user)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,55 @@ MAX_REJECTIONS_KEPT = 5
 MAX_BYTES = 1 << 20
 
 
+@dataclass(frozen=True)
+class Step:
+    """One follow-up step of a delivery (``run/followup.py``): whether it ended, and what
+    its comment reports (``said``)."""
+
+    ended: bool
+    said: str | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An accepted result on its way to the board (``delivery`` in the lane state file,
+    lane-state.schema.json): the run delivering it, the run whose answer it is, the
+    result and its metadata, its ``stage`` and its follow-up ``steps``."""
+
+    run: int
+    accepted_run: int
+    result: dict[str, Any]
+    metadata: dict[str, Any]
+    stage: Stage
+    steps: dict[str, Step] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's form, in the order the runner has always written it (``steps``
+        from the first step on), so a load and a save leave a file as it was."""
+        document: dict[str, Any] = {
+            "run": self.run,
+            "accepted_run": self.accepted_run,
+            "result": self.result,
+            "metadata": self.metadata,
+            "stage": self.stage.value,
+        }
+        if self.steps:
+            document["steps"] = {name: asdict(step) for name, step in self.steps.items()}
+        return document
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> Delivery:
+        """The record a (schema-checked) lane state file holds."""
+        return cls(
+            run=document["run"],
+            accepted_run=document["accepted_run"],
+            result=document["result"],
+            metadata=document["metadata"],
+            stage=Stage(document["stage"]),
+            steps={name: Step(**step) for name, step in document.get("steps", {}).items()},
+        )
+
+
 @dataclass
 class LaneState:
     board: str
@@ -53,7 +102,7 @@ class LaneState:
     cycles: list[dict[str, Any]] = field(default_factory=list)
     retry_reason: str | None = None
     base: str | None = None
-    delivery: dict[str, Any] | None = None
+    delivery: Delivery | None = None
 
     def to_document(self) -> dict[str, Any]:
         self.updated_at = time.time()
@@ -75,7 +124,7 @@ class LaneState:
             "cycles": self.cycles[-cycling.KEPT :],
             "retry_reason": self.retry_reason,
             "base": self.base,
-            "delivery": self.delivery,
+            "delivery": None if self.delivery is None else self.delivery.to_dict(),
         }
 
     @classmethod
@@ -97,7 +146,9 @@ class LaneState:
             cycles=list(document.get("cycles", [])),
             retry_reason=document.get("retry_reason"),
             base=document.get("base"),
-            delivery=document.get("delivery"),
+            delivery=None if document.get("delivery") is None else Delivery.of(
+                document["delivery"]
+            ),
         )
 
     def next_sequence(self) -> int:
@@ -116,7 +167,7 @@ class LaneState:
 
     def stage(self) -> Stage | None:
         """Where the accepted result the state holds stands (None: it holds none)."""
-        return stages.of(None if self.delivery is None else self.delivery["stage"])
+        return None if self.delivery is None else self.delivery.stage
 
     def accept(
         self, result: dict[str, Any], metadata: dict[str, Any], accepted_run: int | None = None
@@ -134,7 +185,7 @@ class LaneState:
         return (
             self.stage() is Stage.ACCEPTED
             and self.delivery is not None
-            and self.delivery["run"] != self.run_id
+            and self.delivery.run != self.run_id
         )
 
     def redeliver(self) -> None:
@@ -159,36 +210,37 @@ class LaneState:
         to = stages.after(self.stage(), move)
         if to is None:
             self.delivery = None
-            return
-        kept = {} if move is Move.ACCEPT else dict(self.delivery or {})
-        self.delivery = {**kept, **changes, "stage": to.value}
+        elif move is Move.ACCEPT:
+            self.delivery = Delivery(**changes, stage=to)
+        else:
+            assert self.delivery is not None  # the stage table moves none from nothing
+            self.delivery = replace(self.delivery, **changes, stage=to)
 
     def delivery_id(self) -> str:
         """``LANE_DELIVERY_ID``: the same for every try of one accepted result's follow-ups,
         on every restart (the board, task and answering run, and a digest of the answer)."""
         assert self.delivery is not None
-        answer = orjson.dumps(self.delivery["result"], option=orjson.OPT_SORT_KEYS)
+        answer = orjson.dumps(self.delivery.result, option=orjson.OPT_SORT_KEYS)
         digest = hashlib.sha256(answer).hexdigest()[:16]
-        return f"{self.board}/{self.task_id}/run-{self.delivery['accepted_run']}/{digest}"
+        return f"{self.board}/{self.task_id}/run-{self.delivery.accepted_run}/{digest}"
 
-    def step(self, name: str) -> dict[str, Any] | None:
+    def step(self, name: str) -> Step | None:
         """The journal of the follow-up step ``name`` (``run/followup.py``): None before it
         began; ``ended`` False while it began and never ended (it was cut short)."""
         assert self.delivery is not None
-        found = self.delivery.get("steps", {}).get(name)
-        return dict(found) if isinstance(found, dict) else None
+        return self.delivery.steps.get(name)
 
     def begin_step(self, name: str) -> None:
-        self._record_step(name, {"ended": False, "said": None})
+        self._record_step(name, Step(ended=False, said=None))
 
     def end_step(self, name: str, said: str | None) -> None:
         """The step ended; ``said`` is what a later comment of it reports (none: nothing)."""
-        self._record_step(name, {"ended": True, "said": said})
+        self._record_step(name, Step(ended=True, said=said))
 
-    def _record_step(self, name: str, record: dict[str, Any]) -> None:
+    def _record_step(self, name: str, record: Step) -> None:
         assert self.delivery is not None
-        steps = {**self.delivery.get("steps", {}), name: record}
-        self.delivery = {**self.delivery, "steps": steps}
+        steps = {**self.delivery.steps, name: record}
+        self.delivery = replace(self.delivery, steps=steps)
 
     def reject(self, reason: str) -> None:
         """The goal judge turned a turn down; the latest rejections are kept for the judge."""

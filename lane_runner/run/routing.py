@@ -47,7 +47,7 @@ class Routing:
         stopping while waiting; the run is not ours to go on with.
         """
         c = self.c
-        slots, cfg = c.s.slots, c.s.cfg
+        slots, cfg = c.s.slots, c.cfg
         beat = time.monotonic()
         while not slots.acquire(route.provider):
             if cfg.provider_full == "fallback" and not self.fell_back:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 class Spending:
     def __init__(self, claimed: Claimed) -> None:
         self.c = claimed
-        cfg, task = claimed.s.cfg, claimed.task
+        cfg, task = claimed.cfg, claimed.task
         self.budget = budget.of(
             task.max_cost_usd, task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
             cfg.daily_budget_usd, task.board,
@@ -97,7 +97,7 @@ class Spending:
         c = self.c
         attempt = ledger.Attempt(c.task.board, c.task.id, c.run.id, n, provider)
         try:
-            added = c.s.ledger.record(attempt, report, c.s.cfg.prices, clock.now())
+            added = c.s.ledger.record(attempt, report, c.cfg.prices, clock.now())
         except OSError as error:
             # The attempt goes on: stopping it would waste what was spent. Only this
             # figure is missing from the ledger, and the log says so.

@@ -154,12 +154,12 @@ def reconcile(
         if state is None or state.stage() is not Stage.ACCEPTED:
             continue
         assert state.delivery is not None
-        accepted = state.delivery["accepted_run"]
+        accepted = state.delivery.accepted_run
         try:
             by = superseded_by(accepted, board.runs(task_id))
         except NotFound:
             continue  # a task the board no longer has: its state goes with cleanup
-        if by is None or by == state.delivery["run"]:
+        if by is None or by == state.delivery.run:
             continue
         state.delivered_elsewhere()
         name = journal_names.lane_state(task_id)
@@ -214,17 +214,17 @@ def commit_kept(
         return None
     accepted = state.delivery
     assert accepted is not None
-    if accepted["run"] != run.id:
+    if accepted.run != run.id:
         return None
     branch = _checked_out(worktree, owner) or workspace.branch_name(slug, run.task_id)
-    route = accepted["metadata"]["route"]
+    route = accepted.metadata["route"]
     try:
         title = board.get_task(run.task_id).title
         facts = delivery.Facts(
-            board=slug, task_id=run.task_id, run_id=accepted["accepted_run"], title=title,
-            summary=accepted["result"]["summary"], provider=route["provider"],
+            board=slug, task_id=run.task_id, run_id=accepted.accepted_run, title=title,
+            summary=accepted.result["summary"], provider=route["provider"],
             model=route["model"],
-            carried=delivery.Carried(accepted["result"], accepted["metadata"], state.base),
+            carried=delivery.Carried(accepted.result, accepted.metadata, state.base),
         )
         branchhead.bring_back(worktree, branch, owner)
         made = delivery.deliver(

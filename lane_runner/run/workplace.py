@@ -39,7 +39,7 @@ class Workplace:
                 f"took over the worktree an earlier run left at {prepared.taken_over_from}"
             )
         if c.on_branch and c.state.base is None:
-            c.state.base = delivery.head(c.worktree, c.s.cfg.worker_user)
+            c.state.base = delivery.head(c.worktree, c.cfg.worker_user)
         return prepared
 
     def _own_worktree(self, repository: str | None) -> workspace.Workspace:
@@ -48,7 +48,7 @@ class Workplace:
             repository,
             c.s.home.worktree(c.task.board, c.task.id),
             workspace.branch_name(c.task.board, c.task.id),
-            owner=c.s.cfg.worker_user,
+            owner=c.cfg.worker_user,
             run=c.run.id,
             is_current=self._run_is_current,
         )
@@ -58,7 +58,7 @@ class Workplace:
         in at the same place (docs/ARCHITECTURE.md §5), and the host is told where."""
         c = self.c
         board.link_worker_log(c.task.id, c.s.home.log_file(c.task.board, c.task.id))
-        owner = c.s.cfg.worker_user
+        owner = c.cfg.worker_user
         hosted = board.prepare_workspace(
             c.task.id, lambda repository: workspace.creating(repository, owner)
         )
@@ -88,7 +88,7 @@ class Workplace:
         if not task.workspace or isinstance(self.c.board, HostedBoard):
             return None
         spaces = disk.measure([task.workspace])
-        return disk.shortage(spaces, self.c.s.cfg.min_free_disk_mb)
+        return disk.shortage(spaces, self.c.cfg.min_free_disk_mb)
 
     def before_work(self, prepared: workspace.Workspace) -> hooks.Ran | None:
         """``after_create`` for a worktree this run made, then ``before_run``: the first
@@ -104,7 +104,7 @@ class Workplace:
     def hook(self, name: str, summary: str = "") -> hooks.Ran | None:
         """Run the board's hook ``name`` in the worktree; a failure that does not fail the
         attempt is commented (``run/hooks.py``)."""
-        c, cfg = self.c, self.c.s.cfg
+        c, cfg = self.c, self.c.cfg
         if not hooks.configured(cfg.hooks, c.task.board).get(name):
             return None
         facts = hooks.Facts(

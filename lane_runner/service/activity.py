@@ -1,6 +1,7 @@
 """What the daemon is doing right now, for ``STATUS=`` and ``lane-runner status``.
 
-Worker threads update their run's entry; the daemon loop reads a snapshot.
+Worker threads update their run's entry; the daemon loop reads a snapshot (copies of
+the entries, ``ActiveRun``; ``status.json`` holds them as ``asdict`` writes them).
 A plain dict under a lock: the writes are a few per second at most.
 """
 
@@ -8,14 +9,24 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lane_runner.providers import Progress
 
 
+@dataclass(frozen=True)
+class RunWarning:
+    """A stuck-run warning in force (``service/stuck.py``): its kind and what it says."""
+
+    kind: str
+    message: str
+
+
 @dataclass
 class ActiveRun:
+    """One running run as ``status`` shows it; the field names are ``status.json``'s."""
+
     board: str
     task_id: str
     run_id: int
@@ -32,7 +43,7 @@ class ActiveRun:
     """A provider at its cap whose slot this run waits for (``service/slots.py``)."""
     ending: str | None = None
     """The run's ending (its result, block or reclaim) waiting for an unavailable board."""
-    warnings: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)
     """Stuck-run warnings in force (``service/stuck.py``)."""
     clock: str | None = None
     """The stall clock that runs (``stall``, or ``tool`` while a tool call is in flight)."""
@@ -90,9 +101,10 @@ class Activity:
             fields["pid"] = progress.pid
         self.update(run_id, **fields)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[ActiveRun]:
+        """Copies of the entries: a worker's later update never changes what was read."""
         with self._lock:
-            return [asdict(run) for run in self._runs.values()]
+            return [replace(run, warnings=list(run.warnings)) for run in self._runs.values()]
 
     def __len__(self) -> int:
         with self._lock:

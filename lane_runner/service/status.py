@@ -13,13 +13,14 @@ import enum
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from lane_runner import files
+from lane_runner.service.activity import ActiveRun
 from lane_runner.service.lock import Holder
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def document(
     started_at: float,
     node: str,
     concurrency: int,
-    active: list[dict[str, Any]],
+    active: list[ActiveRun],
     runs_finished: int,
     pending_finalizations: int,
     metrics_port: int | None,
@@ -103,7 +104,7 @@ def document(
         "node": node,
         "started_at": started_at,
         "concurrency": concurrency,
-        "active": sorted(active, key=lambda run: run["run_id"]),
+        "active": [asdict(run) for run in sorted(active, key=lambda run: run.run_id)],
         "runs_finished": runs_finished,
         "pending_finalizations": pending_finalizations,
         "metrics_port": metrics_port,

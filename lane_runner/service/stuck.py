@@ -9,11 +9,11 @@ metrics, and the daemon leaves one comment per run and kind on the task.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.service import logs, metrics
+from lane_runner.service.activity import ActiveRun, RunWarning
 from lane_runner.service.services import Services
 
 log = logging.getLogger(__name__)
@@ -23,36 +23,30 @@ LONG = "long"
 KINDS = (QUIET, LONG)
 
 
-@dataclass(frozen=True)
-class Warning:
-    kind: str
-    message: str
-
-
 def assess(
-    run: dict[str, Any], now: float, *, stall_timeout: float, max_runtime: float, fraction: float
-) -> list[Warning]:
+    run: ActiveRun, now: float, *, stall_timeout: float, max_runtime: float, fraction: float
+) -> list[RunWarning]:
     """The warnings one active run (an ``Activity`` snapshot entry) deserves now (pure)."""
     if fraction <= 0:
         return []
     found = []
-    signs: list[float] = [at for at in (run.get("last_event_at"), run.get("busy_at")) if at]
-    limit: float = run.get("stall_limit") or stall_timeout
-    clock = "tool_stall_timeout" if run.get("clock") == "tool" else "stall_timeout"
-    if signs and not run.get("waiting_for") and now - max(signs) >= fraction * limit:
-        last_event: float | None = run.get("last_event_at")
+    signs: list[float] = [at for at in (run.last_event_at, run.busy_at) if at]
+    limit: float = run.stall_limit or stall_timeout
+    clock = "tool_stall_timeout" if run.clock == "tool" else "stall_timeout"
+    if signs and not run.waiting_for and now - max(signs) >= fraction * limit:
+        last_event = run.last_event_at
         quiet = f"{now - last_event:.0f} s" if last_event is not None else "a while"
         found.append(
-            Warning(
+            RunWarning(
                 QUIET,
                 f"no meaningful event for {quiet} "
                 f"({clock} {limit:.0f} s ends the attempt)",
             )
         )
-    runtime = now - run["started_at"]
+    runtime = now - run.started_at
     if runtime >= fraction * max_runtime:
         found.append(
-            Warning(
+            RunWarning(
                 LONG,
                 f"running for {runtime:.0f} s of its {max_runtime:.0f} s maximum runtime",
             )
@@ -77,11 +71,11 @@ class Watch:
                 run,
                 now,
                 stall_timeout=cfg.stall_timeout,
-                max_runtime=run["max_runtime"] or cfg.max_runtime,
+                max_runtime=run.max_runtime or cfg.max_runtime,
                 fraction=cfg.stuck_warning_fraction,
             )
-            services.activity.update(run["run_id"], warnings=[asdict(w) for w in found])
-            warned = self.warned.setdefault(run["run_id"], set())
+            services.activity.update(run.run_id, warnings=found)
+            warned = self.warned.setdefault(run.run_id, set())
             for warning in found:
                 counts[warning.kind] += 1
                 if warning.kind not in warned and _comment(services, run, warning):
@@ -93,23 +87,23 @@ class Watch:
         self.warned.pop(run_id, None)
 
 
-def _comment(services: Services, run: dict[str, Any], warning: Warning) -> bool:
+def _comment(services: Services, run: ActiveRun, warning: RunWarning) -> bool:
     """One comment on the task; False when the board cannot take it now (tried again)."""
     log.warning(
         "run %s of %s/%s looks stuck: %s",
-        run["run_id"],
-        run["board"],
-        run["task_id"],
+        run.run_id,
+        run.board,
+        run.task_id,
         warning.message,
-        extra=logs.about(run["board"], run["task_id"], run["run_id"]),
+        extra=logs.about(run.board, run.task_id, run.run_id),
     )
     try:
-        with services.resting.use(run["board"]):
-            services.store.board(run["board"]).comment(
-                run["task_id"], f"warning: run {run['run_id']} {warning.message}", "lane-runner"
+        with services.resting.use(run.board):
+            services.store.board(run.board).comment(
+                run.task_id, f"warning: run {run.run_id} {warning.message}", "lane-runner"
             )
     except BoardUnavailable as error:
-        log.warning("stuck warning for run %s not commented yet: %s", run["run_id"], error)
+        log.warning("stuck warning for run %s not commented yet: %s", run.run_id, error)
         return False
     metrics.STUCK_WARNINGS.labels(warning.kind).inc()
     return True

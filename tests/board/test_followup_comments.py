@@ -30,7 +30,7 @@ def test_a_comment_cut_short_is_found_by_its_key_and_not_written_again(board: Bo
     bodies = [c.body for c in board.comments("t")]
     assert bodies == ["a person's words", f"{text}\n\nLane-Delivery: {steps.key} push"]
     assert steps.key.startswith("main/t/run-4/")
-    assert state.step("comment push") == {"ended": True, "said": None} and saved
+    assert state.step("comment push") == lanestate.Step(ended=True, said=None) and saved
 
     steps.comment("after_done", "the after_done hook failed", notes, never)  # a new step
     steps.comment("after_done", "the after_done hook failed", notes, never)  # ended: skipped

@@ -3,9 +3,13 @@ and the pause file's reading of what it finds."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from lane_runner.service import memory, pause, stuck
+import orjson
+
+from lane_runner.service import memory, pause, status, stuck
+from lane_runner.service.activity import ActiveRun, Activity, RunWarning
 from lane_runner.service.slots import ProviderSlots
 
 MEMINFO = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048000 kB\n"
@@ -51,13 +55,13 @@ def test_slots_cap_one_provider_and_count_room() -> None:
 
 
 def test_stuck_assess_warns_at_the_fraction_of_each_limit() -> None:
-    run = {"started_at": 0.0, "last_event_at": 50.0, "waiting_for": None}
+    run = ActiveRun("work", "t-1", 1, started_at=0.0, last_event_at=50.0)
     kinds = [w.kind for w in stuck.assess(run, 100.0, stall_timeout=100, max_runtime=200,
                                           fraction=0.5)]
     assert kinds == [stuck.QUIET, stuck.LONG]
     assert stuck.assess(run, 99.0, stall_timeout=100, max_runtime=200, fraction=0.5) == []
     assert stuck.assess(run, 1e9, stall_timeout=100, max_runtime=200, fraction=0) == []
-    waiting = {**run, "waiting_for": "codex"}
+    waiting = dataclasses.replace(run, waiting_for="codex")
     kinds = [w.kind for w in stuck.assess(waiting, 100.0, stall_timeout=100, max_runtime=1e6,
                                           fraction=0.5)]
     assert kinds == []  # a run waiting for a slot has no provider to be quiet
@@ -73,3 +77,27 @@ def test_pause_file_round_trip_and_garbage_still_pauses(tmp_path: Path) -> None:
     garbled = pause.read(path)
     assert garbled is not None and "resume" in garbled.reason
     assert pause.resume(path) and not pause.resume(path)
+
+
+def test_the_activity_snapshot_is_a_copy_and_status_json_keeps_its_fields() -> None:
+    """``status.json``'s ``active`` entries are what the dicts of before were, field for
+    field (``lane-runner status`` of an older or newer runner reads them), and a snapshot
+    never changes under the daemon's reader when a worker updates its run."""
+    activity = Activity()
+    activity.start("work", "t-1", 7, "/home/logs/t-1.log", 60.0)
+    activity.update(7, provider="codex", warnings=[RunWarning(stuck.QUIET, "no event")])
+    [run] = activity.snapshot()
+    activity.update(7, provider="claude", warnings=[])
+    published = status.document(
+        started_at=1.0, node="n", concurrency=1, active=[run], runs_finished=0,
+        pending_finalizations=0, metrics_port=None, metrics_address=None, paused=None,
+        hold=None, providers={}, memory=None,
+    )
+    assert orjson.loads(orjson.dumps(published))["active"] == [{
+        "board": "work", "task_id": "t-1", "run_id": 7, "started_at": run.started_at,
+        "provider": "codex", "model": None, "effort": None, "last_heartbeat_at": None,
+        "last_event_at": None, "log_path": "/home/logs/t-1.log", "pid": None,
+        "max_runtime": 60.0, "waiting_for": None, "ending": None,
+        "warnings": [{"kind": "quiet", "message": "no event"}], "clock": None,
+        "stall_limit": None, "busy_at": None,
+    }]

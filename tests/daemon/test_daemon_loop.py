@@ -135,3 +135,35 @@ def test_log_lines_of_a_run_name_its_provider_session_once_known(lane: Lane) -> 
     of_run = [record for record in records if record.get("task") == task.id]
     assert of_run and any(record.get("session") in sessions for record in of_run), of_run
     assert all(record.get("session") is None for record in records if "task" not in record)
+
+
+def test_a_reload_during_a_run_applies_to_the_next_claim_not_to_that_run(lane: Lane) -> None:
+    """A run keeps the settings it was claimed under (docs/configuration.md, "What a
+    reload changes"): its before_run hook holds it until the reload has landed, and its
+    after_run hook is still the old one; the task claimed after the reload gets the new."""
+    started, go, log = lane.root / "started", lane.root / "go", lane.root / "hooks.log"
+    hold = f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done"
+
+    def hooks(word: str) -> dict[str, object]:
+        return {"*": {"before_run": hold, "after_run": f'echo "$LANE_TASK_ID {word}" >> {log}'}}
+
+    lane.write_config(concurrency=1, hooks=hooks("old"))
+    first = lane.add("claimed before the reload")
+    later: list[str] = []
+
+    def until(daemon: Daemon) -> bool:
+        if not started.exists():
+            return False
+        if daemon.services.cfg.hooks == hooks("old") and not later:
+            lane.write_config(hooks=hooks("new"))
+            later.append("")  # one reload, raised once
+            threading.Timer(0, signal.raise_signal, (signal.SIGHUP,)).start()
+            return False
+        if daemon.services.cfg.hooks == hooks("new") and not go.exists():
+            later[0] = lane.add("claimed after the reload").id
+            go.touch()
+        return go.exists() and all_settled(daemon)
+
+    daemon = Daemon(config.load(lane.root, {}), until=until, notifier=Notifier(""))
+    assert daemon.serve() == 0
+    assert log.read_text().splitlines() == [f"{first.id} old", f"{later[0]} new"]

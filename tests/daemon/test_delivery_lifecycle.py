@@ -184,7 +184,7 @@ class DeliveryLifecycle(RuleBasedStateMachine):
     @invariant()
     def only_a_result_never_journaled_crosses_into_another_run(self) -> None:
         if self.state.delivery is not None:
-            assert self.state.delivery["run"] == self.delivering
+            assert self.state.delivery.run == self.delivering
             if self.stage is not Stage.ACCEPTED:
                 assert self.delivering == self.state.run_id
         assert self.state.redeliverable() == (
@@ -229,5 +229,37 @@ def test_a_lane_state_the_previous_version_wrote_still_loads(tmp_path: Path, sav
     lanestate.path_for(tmp_path, TASK).write_bytes(orjson.dumps(document))
     state = lanestate.saved(tmp_path, BOARD, TASK)
     assert state is not None and state.stage() is Stage(saved)
-    assert state.step("push") == {"ended": True, "said": "pushed"}
+    assert state.step("push") == lanestate.Step(ended=True, said="pushed")
     assert state.to_document()["delivery"]["stage"] == saved
+
+
+def test_a_load_and_a_save_leave_a_lane_state_file_byte_for_byte(tmp_path: Path) -> None:
+    """The delivery record (``lanestate.Delivery``) writes what the dict it replaced
+    wrote, key for key and in the same order: a file saved by a runner before it, at
+    each stage and with its follow-up steps, is saved again unchanged."""
+    state = lanestate.LaneState(BOARD, TASK, 3)
+    state.accept({"status": "completed", "summary": "done"}, {"route": {"provider": "p"}})
+    written = [orjson.dumps(state.to_document())]
+    state.journaled({"route": {"provider": "p"}, "delivery": {"head": "abc"}})
+    state.begin_step("push")
+    state.end_step("push", "pushed")
+    written.append(orjson.dumps(state.to_document()))
+    state.followed()
+    written.append(orjson.dumps(state.to_document()))
+    old = {  # what the dict of before held after those moves, in its order
+        "run": 3, "accepted_run": 3, "result": {"status": "completed", "summary": "done"},
+        "metadata": {"route": {"provider": "p"}, "delivery": {"head": "abc"}},
+        "stage": "followed", "steps": {"push": {"ended": True, "said": "pushed"}},
+    }
+    accepted = {key: old[key] for key in ("run", "accepted_run", "result")}
+    accepted |= {"metadata": {"route": {"provider": "p"}}, "stage": "accepted"}
+    assert orjson.loads(written[0])["delivery"] == accepted  # no steps before the first
+    assert orjson.dumps(orjson.loads(written[0])["delivery"]) == orjson.dumps(accepted)
+    assert orjson.dumps(orjson.loads(written[-1])["delivery"]) == orjson.dumps(old)
+    for raw in written:
+        lanestate.path_for(tmp_path, TASK).write_bytes(raw)
+        loaded = lanestate.saved(tmp_path, BOARD, TASK)
+        assert loaded is not None
+        document = loaded.to_document()
+        document["updated_at"] = orjson.loads(raw)["updated_at"]  # the save's own clock
+        assert orjson.dumps(document) == raw
