@@ -251,3 +251,9 @@ def cooldown(waits: int, base: float = 60.0, cap: float = 3600.0) -> float:
     """
     doublings = min(max(0, waits - 1), 64)  # past 64 the cap has long won; 2**n must stay a float
     return float(min(cap, base * 2**doublings))
+
+
+def require_lease_ttl(lease_ttl: float) -> None:
+    """A claim's lease must last: every backend refuses a ttl of zero or less (or NaN)."""
+    if not lease_ttl > 0:
+        raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")

@@ -17,7 +17,6 @@ from lane_runner.board import rules
 from lane_runner.board.hermes import rows, transaction
 from lane_runner.board.hermes.access import AUTHOR, HermesAccess
 from lane_runner.board.model import Claim, Run
-from lane_runner.errors import UsageError
 from lane_runner.names import is_lane_assignee
 
 #: Ready, unclaimed tasks in claim order, each with the cooldown its latest ended run
@@ -42,8 +41,7 @@ class HermesClaims(HermesAccess):
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
     ) -> Claim | None:
-        if not lease_ttl > 0:
-            raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+        rules.require_lease_ttl(lease_ttl)
 
         def work(connection: sqlite3.Connection) -> Claim | None:
             now = time.time()

@@ -54,7 +54,6 @@ from lane_runner.board.model import Claim, CompleteOutcome, StopRequest
 from lane_runner.board.rows import run_from_row, stop_from_row, task_from_row
 from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sql.dialect import Dialect
-from lane_runner.errors import UsageError
 from lane_runner.names import AUTO_ASSIGNEE, LANE_PATTERN
 
 #: The columns of ``tasks`` and ``runs`` (schema version 5) that a claim returns, prefixed
@@ -343,8 +342,7 @@ class PostgresBoard(SqlBoard):
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
     ) -> Claim | None:
-        if not lease_ttl > 0:
-            raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+        rules.require_lease_ttl(lease_ttl)
         row = self._call(
             "SELECT * FROM lane_runner_claim(%(board)s, %(node)s, %(ttl)s, %(default)s, "
             "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s, %(skip)s::text[])",

@@ -11,7 +11,6 @@ from lane_runner.board.model import Claim, EventKind, Run
 from lane_runner.board.rows import run_from_row, task_from_row
 from lane_runner.board.sql.access import SqlAccess, if_changed
 from lane_runner.board.sql.dialect import Connection
-from lane_runner.errors import UsageError
 
 
 class SqlClaims(SqlAccess):
@@ -24,8 +23,7 @@ class SqlClaims(SqlAccess):
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
     ) -> Claim | None:
-        if not lease_ttl > 0:
-            raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+        rules.require_lease_ttl(lease_ttl)
 
         def work(connection: Connection) -> Claim | None:
             # Its row lock, then the board's.
