@@ -33,9 +33,15 @@ BOUND = 30.0
 #: Shell lines starting ``sleep 600`` the ways a hook leaves a process behind; ``{pid}``
 #: gets its pid. The hook waits for it, so the leftover is running when the hook ends.
 BACKGROUND = "sh -c 'echo $$ > {pid}; exec sleep 600' &"
-SETSID = "setsid sh -c 'echo $$ > {pid}; exec sleep 600' &"
-DOUBLE_FORK = "( setsid sh -c 'echo $$ > {pid}; exec sleep 600' & )"
-CLEARED = "( setsid env -i /bin/sh -c 'echo $$ > {pid}; exec sleep 600' & )"
+#: Each leftover writes its pid whole or not at all (a rename): a hook run twice (the
+#: reference-transaction hook runs at "prepared" and "committed") finds the first pid and
+#: returns at once, and its own child, ended with the git call, could leave the file
+#: truncated and empty if it wrote in place (the test then saw no pid, now and then).
+SETSID = "setsid sh -c 'echo $$ > {pid}.new && mv {pid}.new {pid}; exec sleep 600' &"
+DOUBLE_FORK = "( setsid sh -c 'echo $$ > {pid}.new && mv {pid}.new {pid}; exec sleep 600' & )"
+CLEARED = (
+    "( setsid env -i /bin/sh -c 'echo $$ > {pid}.new && mv {pid}.new {pid}; exec sleep 600' & )"
+)
 WAIT_FOR = "while [ ! -s {pid} ]; do sleep 0.01; done"
 
 
