@@ -1,6 +1,6 @@
 """The randomized crash campaign (``bench/campaign``) in CI: two runner homes on one
 PostgreSQL board sharing one git repository, killed -9 at moments a seed chooses, for
-five minutes of kills (150 to 200 on a 2-core machine running the rest of the suite
+five minutes of kills (120 to 250 on a 2-core machine running the rest of the suite
 beside it); then lost results, duplicate result commits, second CLI runs after an
 accepted result, follow-ups repeated without their key and processes left are counted,
 and must all be zero.
