@@ -5,6 +5,7 @@ fleet``: three setups of a 60 s warm-up and a 120 s window each); ``--smoke`` ru
 figure at toy sizes in about a minute (the test suite runs it so it cannot rot).
 ``--only campaign`` is the crash campaign (15 min of kills; ``LANE_CAMPAIGN_SEED``,
 ``LANE_CAMPAIGN_KILLS`` and ``LANE_CAMPAIGN_SECONDS`` choose another seed and size).
+``--only waste`` drives the real CLIs (``LANE_CONTRACT_*`` name them) calm and under faults.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ from bench import report
 from bench.figures import (
     board_size,
     campaign,
+    console,
     death,
     dispatch,
     fleet,
     idle,
     journal_cost,
+    large_repo,
     pods,
     recovery,
     streaming,
     supervision,
     throughput,
+    turns,
+    verify_cost,
+    waste,
 )
 from bench.lane import REPO_ROOT
 from bench.result import Figure
@@ -41,12 +47,17 @@ FIGURES = {
     "recovery": recovery.measure,
     "streaming": streaming.measure,
     "idle": idle.measure,
+    "console": console.measure,
     "supervision": supervision.measure,
     "pods": pods.measure,
     "board_size": board_size.measure,
     "death": death.measure,
     "fleet": fleet.measure,
     "campaign": campaign.measure,
+    "large_repo": large_repo.measure,
+    "turns": turns.measure,
+    "verify_cost": verify_cost.measure,
+    "waste": waste.measure,
 }
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
 

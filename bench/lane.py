@@ -60,6 +60,8 @@ class Lane:
     root: Path
     boards: tuple[str, ...] = ("work",)
     concurrency: int = 4
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment for the daemon and its CLIs (``LANE_RUNNER_SIM_ENDED_LOG``)."""
     daemon: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -84,7 +86,7 @@ class Lane:
         log = (self.root / "daemon.log").open("ab")
         self.daemon = subprocess.Popen(
             argv,
-            env=sim_environ(self.root, self.started_log),
+            env={**sim_environ(self.root, self.started_log), **self.env},
             stdout=log,
             stderr=log,
             cwd=REPO_ROOT,

@@ -90,9 +90,10 @@ def _dispatch(figure: Figure, axes: Axes) -> None:
 
 def _throughput(figure: Figure, axes: Axes) -> None:
     levels = figure.series["concurrency"]
-    width = 0.27
-    for offset, name in enumerate(("lane-runner", "floor", "Huey")):
-        xs = [i + (offset - 1) * width for i in range(len(levels))]
+    names = [name for name in figure.series if name != "concurrency"]
+    width = 0.8 / len(names)
+    for offset, name in enumerate(names):
+        xs = [i + (offset - (len(names) - 1) / 2) * width for i in range(len(levels))]
         axes.bar(xs, figure.series[name], width, label=name)
     axes.set_xticks(range(len(levels)), [f"concurrency {c}" for c in levels])
     axes.set_ylabel("tasks / s")

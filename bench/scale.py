@@ -38,6 +38,13 @@ class Scale:
     campaign_kills: int
     campaign_seconds: float
     campaign_backlog: int
+    console_clients: int
+    large_repo: tuple[int, int]  # files, bytes
+    large_tasks: int
+    large_rounds: int
+    turn_tasks: int  # goal tasks of three turns (bench/figures/turns.py)
+    verify_tasks: int  # per setup (bench/figures/verify_cost.py)
+    verify_rounds: int
 
 
 FULL = Scale(
@@ -72,6 +79,13 @@ FULL = Scale(
     campaign_kills=5000,
     campaign_seconds=900.0,
     campaign_backlog=6,
+    console_clients=100,
+    large_repo=(50_000, 500_000_000),
+    large_tasks=8,
+    large_rounds=3,
+    turn_tasks=6,
+    verify_tasks=40,
+    verify_rounds=4,
 )
 
 SMOKE = Scale(
@@ -106,4 +120,11 @@ SMOKE = Scale(
     campaign_kills=0,  # none: a campaign's starts and stops alone take a minute
     campaign_seconds=0.0,
     campaign_backlog=0,
+    console_clients=5,
+    large_repo=(400, 2_000_000),
+    large_tasks=4,
+    large_rounds=1,
+    turn_tasks=1,
+    verify_tasks=2,
+    verify_rounds=1,
 )

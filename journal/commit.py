@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 
 STALE_REASON = "the board no longer accepts a result for this run"
 DIFFERENT_COMMITTED_REASON = "the committed record already holds a different result"
+#: Seconds waited, one per look, for evidence another writer is placing by ``link`` +
+#: ``unlink`` to settle to one link (``_pin_settled``): about 0.3 s in all.
+SETTLE_PAUSES = (0.01, 0.02, 0.05, 0.1, 0.1)
 
 
 class CommitResult(enum.StrEnum):
@@ -78,7 +82,7 @@ def ensure_record(
     created = atomic.write_new(bd.fs, bd.fd, name, record.to_bytes(), durable=durable)
     if created is not None:
         return created
-    existing = pin(bd.fs, bd.fd, name)
+    existing = _pin_settled(bd, name)
     if existing is None:
         raise EvidenceConflict(f"{name} vanished while being compared")
     with existing:
@@ -91,6 +95,23 @@ def ensure_record(
         if found.digest != record.digest:
             raise EvidenceConflict(f"{name} holds a different result")
         return existing.stat
+
+
+def _pin_settled(bd: BoardDir, name: str) -> Pinned | None:
+    """``name`` pinned once no other writer is half-way through placing it.
+
+    Where rename-no-replace is ``link`` + ``unlink`` (``fs.py``'s portable path), another
+    finalizer placing the same evidence leaves it with two links for a moment, which
+    ``pin`` rightly distrusts. A link count that stays above one through
+    ``SETTLE_PAUSES`` is a real one (planted, or left by a crash) and stays untrusted."""
+    existing = pin(bd.fs, bd.fd, name)
+    for pause in SETTLE_PAUSES:
+        if existing is None or existing.problem != "hardlinked":
+            break
+        existing.close()
+        time.sleep(pause)
+        existing = pin(bd.fs, bd.fd, name)
+    return existing
 
 
 def call_board(commit: CommitFn, record: TerminalRecord) -> CommitResult:

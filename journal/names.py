@@ -80,13 +80,9 @@ def parse(name: str) -> EntryName:
     """Classify one directory entry name."""
     if match := _TERMINAL.fullmatch(name):
         return _terminal(name, match)
-    for pattern, kind in ((_CANDIDATE, Kind.CANDIDATE), (_PROVIDER, Kind.PROVIDER_RESULT)):
-        if match := pattern.fullmatch(name):
-            if not is_slug(match["task"]):
-                return EntryName(name, Kind.MALFORMED)
-            return EntryName(
-                name, kind, match["task"], int(match["run"]), sequence=int(match["seq"])
-            )
+    attempt = _attempt_file(name)
+    if attempt is not None:
+        return attempt
     if match := _STAGING.fullmatch(name):
         return EntryName(name, Kind.STAGING, sequence=int(match["seq"]), origin=match["origin"])
     if match := _TEMP.fullmatch(name):
@@ -98,6 +94,19 @@ def parse(name: str) -> EntryName:
     if (match := _LANE_STATE.fullmatch(name)) and is_slug(match["task"]):
         return EntryName(name, Kind.LANE_STATE, match["task"])
     return EntryName(name, Kind.OTHER)
+
+
+def _attempt_file(name: str) -> EntryName | None:
+    """A candidate or a provider result of one attempt (malformed when its task is no
+    slug), or None when the name is neither."""
+    for pattern, kind in ((_CANDIDATE, Kind.CANDIDATE), (_PROVIDER, Kind.PROVIDER_RESULT)):
+        if match := pattern.fullmatch(name):
+            if not is_slug(match["task"]):
+                return EntryName(name, Kind.MALFORMED)
+            return EntryName(
+                name, kind, match["task"], int(match["run"]), sequence=int(match["seq"])
+            )
+    return None
 
 
 def _terminal(name: str, match: re.Match[str]) -> EntryName:

@@ -118,6 +118,24 @@ def pin(fs: FS, dir_fd: int, name: str) -> Pinned | None:
     return pinned
 
 
+def _stable(pinned: Pinned, opened: os.stat_result, payload: bytes) -> bool:
+    """Whether the file read is still the one named, of the size and modification time
+    it had when opened: nothing replaced or wrote it while it was read."""
+    fs, fd = pinned.fs, pinned.fd
+    assert fd is not None
+    after = fs.fstat(fd)
+    try:
+        named = fs.lstat(pinned.dir_fd, pinned.name)
+    except FileNotFoundError:
+        named = None
+    return (
+        named is not None
+        and same_inode(named, opened)
+        and len(payload) == opened.st_size == after.st_size
+        and after.st_mtime_ns == opened.st_mtime_ns
+    )
+
+
 def _inspect(pinned: Pinned) -> None:
     fs, fd = pinned.fs, pinned.fd
     assert fd is not None
@@ -133,18 +151,7 @@ def _inspect(pinned: Pinned) -> None:
         return
     payload = _read_bounded(fs, fd, MAX_RECORD_BYTES + 1)
     pinned.prefix = payload[:HASH_PREFIX_BYTES]
-    after = fs.fstat(fd)
-    try:
-        named = fs.lstat(pinned.dir_fd, pinned.name)
-    except FileNotFoundError:
-        named = None
-    stable = (
-        named is not None
-        and same_inode(named, opened)
-        and len(payload) == opened.st_size == after.st_size
-        and after.st_mtime_ns == opened.st_mtime_ns
-    )
-    if not stable:
+    if not _stable(pinned, opened, payload):
         pinned.problem = "unstable"
         return
     pinned.payload = payload

@@ -30,7 +30,8 @@ from lane_runner import redact
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.model import Claim
 from lane_runner.home import Home
-from lane_runner.run import cleanup, command, handback
+from lane_runner.notifications.dispatch import Dispatcher
+from lane_runner.run import cleanup, command, handback, lanereview
 from lane_runner.run.executor import RunEnd, RunExecutor, RunReport
 from lane_runner.service import (
     admission,
@@ -47,10 +48,12 @@ from lane_runner.service import (
     stuck,
     usable,
 )
+from lane_runner.service.approvals import approval_for
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.notify import Notifier
 from lane_runner.service.probes import Health
-from lane_runner.service.services import build, preflight
+from lane_runner.service.services import Tools, build, preflight
+from lane_runner.service.workerpool import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,8 @@ class Daemon:
         self.reload_requested = False
         self.pool = concurrent.futures.ThreadPoolExecutor(MAX_SLOTS, thread_name_prefix="run")
         self.workers: dict[concurrent.futures.Future[RunReport], Claim] = {}
+        self.reviews: set[int] = set()  # the workers' runs that are a host's review runs
+        self.review_rests = lanereview.Rests()  # reviews just handed back without a verdict
         self.runs_finished = 0
         self.board_cursor = 0
         self.timers = {
@@ -147,6 +152,11 @@ class Daemon:
         self._serve_metrics()  # before recovery: a long replay is "alive, not ready"
         try:
             self._recover()
+            self.dispatcher = Dispatcher(
+                self.services.store, self.services.node, lambda: self.services.cfg,
+                self.services.breaker.trips,
+            )
+            self.dispatcher.start()  # its own thread: a send never waits on the loop
             threading.Thread(target=self._watch_boards, name="board-watch", daemon=True).start()
             self.health.serving()
             self.notifier.ready(self._status_line())
@@ -228,9 +238,14 @@ class Daemon:
     def _reap(self) -> None:
         for future in [f for f in self.workers if f.done()]:
             claim = self.workers.pop(future)
+            self.services.worker_pool.release(claim.run.id)  # its user is free again
+            reviewed = claim.run.id in self.reviews
+            self.reviews.discard(claim.run.id)
             self.services.activity.finish(claim.run.id)
             self.stuck.forget(claim.run.id)
             error = future.exception()
+            if reviewed and (error is not None or future.result().ended is RunEnd.COOLDOWN):
+                self.review_rests.rest(claim.task, self.services.cfg.cooldown_base)
             if error is not None:
                 log.error(
                     "run %s of %s/%s crashed: %r",
@@ -322,10 +337,10 @@ class Daemon:
     @staticmethod
     def _concurrency(cfg: configuration.Config) -> int:
         """The slots: ``concurrency``, or with 0 what this runner's cgroup (else the
-        node) has room for (``service/sizing.py``)."""
-        if cfg.concurrency:
-            return int(cfg.concurrency)
-        return sizing.derived_concurrency(sizing.read_limits(), cfg.memory_per_run_mb)
+        node) has room for (``service/sizing.py``), never more than the worker pool."""
+        slots = int(cfg.concurrency) or sizing.derived_concurrency(
+            sizing.read_limits(), cfg.memory_per_run_mb)
+        return WorkerPool(cfg.worker_users).cap(slots)
 
     def _watch(self, now: float) -> None:
         """Runs nearing a hard limit flagged and commented (``service/stuck.py``); the
@@ -356,11 +371,17 @@ class Daemon:
             return None
         try:
             with self.services.resting.use(slug):
+                review = lanereview.claim(self.services, slug, self.review_rests,
+                                          {c.task.id for c in self.workers.values()})
+                if review is not None:
+                    self.reviews.add(review.run.id)
+                    return review
                 claim = self.services.store.board(slug).claim(
                     self.services.node,
                     self.services.cfg.lease_ttl,
                     self.services.cfg.default_assignee,
                     board.skip,
+                    approval_for(self.services.cfg, slug),
                 )
         except BoardUnavailable as error:
             log.debug("board %s skipped: %s", slug, error)
@@ -371,7 +392,7 @@ class Daemon:
         return claim
 
     def _submit(self, claim: Claim) -> None:
-        task, cfg = claim.task, self.services.cfg  # the run's settings, to its end
+        task, cfg = claim.task, self.services.worker_pool.for_run(self.services.cfg, claim.run.id)
         log.info(
             "claimed %s/%s run %s",
             task.board,
@@ -388,7 +409,9 @@ class Daemon:
             str(self.services.home.log_file(task.board, task.id)),
             task.max_runtime or cfg.max_runtime,
         )
-        future = self.pool.submit(self._execute, claim, cfg)
+        # The router, judge and CLIs of ``cfg``, held to the run's end: a reload meanwhile
+        # changes them for the claims after it (docs/configuration.md).
+        future = self.pool.submit(self._execute, claim, cfg, self.services.hold())
         self.workers[future] = claim
         future.add_done_callback(lambda _: self.wake.set())
 
@@ -401,12 +424,17 @@ class Daemon:
         while len(self.workspaces) > WATCHED_WORKSPACES:
             del self.workspaces[next(iter(self.workspaces))]
 
-    def _execute(self, claim: Claim, cfg: configuration.Config) -> RunReport:
-        with (
-            logs.run_context(claim.task.board, claim.task.id, claim.run.id),
-            command.supervised(self.services.supervision()),
-        ):
-            return RunExecutor(self.services, claim, cfg).execute()
+    def _execute(self, claim: Claim, cfg: configuration.Config, tools: Tools) -> RunReport:
+        try:
+            with (
+                logs.run_context(claim.task.board, claim.task.id, claim.run.id),
+                command.supervised(self.services.supervision()),
+            ):
+                if claim.run.id in self.reviews:  # a host's review run: added before submit
+                    return lanereview.serve(self.services, claim, cfg, tools)
+                return RunExecutor(self.services, claim, cfg, tools).execute()
+        finally:
+            self.services.let_go(tools)
 
     def _active_run_ids(self) -> set[int]:
         return {claim.run.id for claim in self.workers.values()}
@@ -440,6 +468,7 @@ class Daemon:
             try:
                 if self.services.store.wait_for_change(WATCH_SLICE):
                     self.wake.set()
+                    self.dispatcher.wake()
             except Exception:  # noqa: BLE001 - the sweep timer still claims without wake-ups
                 if self.stopping:
                     return  # the store is closing under us: nothing left to watch
@@ -544,6 +573,7 @@ class Daemon:
             )
         self.pool.shutdown(wait=True, cancel_futures=True)
         self._reap()
+        self.dispatcher.stop()  # after the runs: their endings' notifications have a pass
         self.publisher.withdraw()
 
     def _finish_runs(self, grace: float) -> list[concurrent.futures.Future[Any]]:

@@ -350,3 +350,36 @@ def ensure_directory(path: Path, mode: int = PRIVATE_DIR) -> None:
         os.chmod(directory_path, mode, follow_symlinks=False)
     with directory(path):
         return
+
+
+def hand_over(path: Path, uid: int, gid: int) -> int:
+    """Give the tree at ``path`` to ``uid``:``gid``, walking it by descriptors: each
+    directory is opened ``O_NOFOLLOW`` relative to its parent, so a link planted in the
+    tree, or swapped in for a directory during the walk, is re-owned itself and never
+    followed out of the tree. A file with more than one link is left alone (it may be
+    another's file linked in). The entries re-owned; FileNotFoundError for ``path``."""
+    with directory(path) as fd:
+        return _hand_over_at(fd, uid, gid)
+
+
+def _hand_over_at(fd: int, uid: int, gid: int) -> int:
+    os.fchown(fd, uid, gid)
+    done = 1
+    for entry in os.scandir(fd):
+        try:
+            status = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(status.st_mode):
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    done += _hand_over_at(child, uid, gid)
+                finally:
+                    os.close(child)
+            elif status.st_nlink == 1 or stat.S_ISLNK(status.st_mode):
+                os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+                done += 1
+        except (FileNotFoundError, NotADirectoryError) as error:  # gone or swapped: skipped
+            log.debug("not handed over: %s (%s)", entry.name, error)
+        except OSError as error:
+            if error.errno != errno.ELOOP:  # a link swapped in for a directory: skipped
+                raise
+    return done

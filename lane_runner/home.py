@@ -26,10 +26,13 @@ def settings_name(provider: str) -> str:
 
 
 WIRE_SCHEMA = "worker-result.wire.json"
+#: What a reviewer is handed (docs/verification.md).
+REVIEW_WIRE_SCHEMA = "review-result.wire.json"
 #: Files of the home a worker user reads: no secrets in them, 0644. Besides the wire
-#: schema, the settings file of each CLI that has one (``claude-settings.json``).
+#: schemas, the settings file of each CLI that has one (``claude-settings.json``).
 SHARED_FILES = (
     WIRE_SCHEMA,
+    REVIEW_WIRE_SCHEMA,
     *(settings_name(cli.name) for cli in ADAPTERS.values() if cli.settings_file() is not None),
 )
 

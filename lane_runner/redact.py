@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lane_runner import display
 
@@ -107,23 +107,30 @@ def url(value: str) -> str:
         port = parts.port
     except ValueError:
         return value
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{parts.username or ''}:{HIDDEN}@{host}" + (f":{port}" if port else "")
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(SECRET_PARAMETERS.search(name) for name, _ in pairs):
-            query = urlencode(
-                [(n, HIDDEN if SECRET_PARAMETERS.search(n) else v) for n, v in pairs], safe="*"
-            )
+    netloc = _hidden_netloc(parts, port) if parts.password is not None else parts.netloc
+    query = _hidden_query(parts.query) if parts.query else parts.query
     if (netloc, query) == (parts.netloc, parts.query):
         return value  # nothing hidden: the URL as written (urlunsplit would lower its scheme)
     scheme = value[: len(parts.scheme)]
     return urlunsplit((scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _hidden_netloc(parts: SplitResult, port: int | None) -> str:
+    """The URL's user, host and port with its password hidden."""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.username or ''}:{HIDDEN}@{host}" + (f":{port}" if port else "")
+
+
+def _hidden_query(query: str) -> str:
+    """``query`` with the values of secret parameters hidden; unchanged when it has none."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(SECRET_PARAMETERS.search(name) for name, _ in pairs):
+        return query
+    return urlencode(
+        [(n, HIDDEN if SECRET_PARAMETERS.search(n) else v) for n, v in pairs], safe="*"
+    )
 
 
 def urls(value: str) -> str:

@@ -23,6 +23,8 @@ class Settings:
     memory_per_run_mb: int
     max_running_codex: int
     max_running_claude: int
+    max_running_opencode: int
+    max_running_gemini: int
     provider_full: str
     min_available_memory_mb: int
     elevated_memory_mb: int
@@ -34,12 +36,17 @@ class Settings:
     router_judge_route: str
     codex_bin: str | None
     claude_bin: str | None
+    opencode_bin: str | None
+    gemini_bin: str | None
     codex_config: dict[str, Any]
     codex_env: dict[str, str]
     codex_sandbox: str
     claude_env: dict[str, str]
+    opencode_env: dict[str, str]
+    gemini_env: dict[str, str]
     simulate: bool
     worker_user: str | None
+    worker_users: tuple[str, ...]
     isolation: str | None
     egress_allow: tuple[str, ...]
     default_assignee: str
@@ -47,6 +54,8 @@ class Settings:
     provider_preference: tuple[str, ...]
     codex_models: dict[str, str]
     claude_models: dict[str, str]
+    opencode_models: dict[str, str]
+    gemini_models: dict[str, str]
     judge: str | None
     lease_ttl: float
     heartbeat_interval: float
@@ -79,6 +88,15 @@ class Settings:
     push: str
     push_remote: str
     hooks: dict[str, dict[str, Any]]
+    checks: dict[str, list[str]]
+    check_turns: int
+    check_timeout: float
+    review: dict[str, str]
+    review_rounds: int
+    notify: dict[str, dict[str, Any]]
+    notify_attempts: int
+    approval: dict[str, str]
+    approval_totp_file: str | None
     delete_branches: bool
     prices: dict[str, dict[str, float]]
     max_cost_usd: float | None
@@ -87,6 +105,8 @@ class Settings:
     usage_retention_days: float
     metrics_port: int
     metrics_address: str
+    web_listen: str | None
+    web_token_file: str | None
     health_timeout: float
 
 
@@ -103,6 +123,8 @@ class Changes(TypedDict, total=False):
     memory_per_run_mb: Any
     max_running_codex: Any
     max_running_claude: Any
+    max_running_opencode: Any
+    max_running_gemini: Any
     provider_full: Any
     min_available_memory_mb: Any
     elevated_memory_mb: Any
@@ -114,12 +136,17 @@ class Changes(TypedDict, total=False):
     router_judge_route: Any
     codex_bin: Any
     claude_bin: Any
+    opencode_bin: Any
+    gemini_bin: Any
     codex_config: Any
     codex_env: Any
     codex_sandbox: Any
     claude_env: Any
+    opencode_env: Any
+    gemini_env: Any
     simulate: Any
     worker_user: Any
+    worker_users: Any
     isolation: Any
     egress_allow: Any
     default_assignee: Any
@@ -127,6 +154,8 @@ class Changes(TypedDict, total=False):
     provider_preference: Any
     codex_models: Any
     claude_models: Any
+    opencode_models: Any
+    gemini_models: Any
     judge: Any
     lease_ttl: Any
     heartbeat_interval: Any
@@ -159,6 +188,15 @@ class Changes(TypedDict, total=False):
     push: Any
     push_remote: Any
     hooks: Any
+    checks: Any
+    check_turns: Any
+    check_timeout: Any
+    review: Any
+    review_rounds: Any
+    notify: Any
+    notify_attempts: Any
+    approval: Any
+    approval_totp_file: Any
     delete_branches: Any
     prices: Any
     max_cost_usd: Any
@@ -167,4 +205,6 @@ class Changes(TypedDict, total=False):
     usage_retention_days: Any
     metrics_port: Any
     metrics_address: Any
+    web_listen: Any
+    web_token_file: Any
     health_timeout: Any

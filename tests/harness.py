@@ -100,6 +100,13 @@ def hold_commit(held: Path, release: Path, at: str = "commit") -> dict[str, str]
             "LANE_TEST_HOLD_COMMIT": f"{held}\n{release}\n{at}"}
 
 
+def git_counted(tally: Path) -> dict[str, str]:
+    """The environment of a daemon whose every git command appends a line (its subcommand
+    and folder) to ``tally`` (``tests/holding/sitecustomize.py``): git calls per task."""
+    return {"PYTHONPATH": str(Path(__file__).parent / "holding"),
+            "LANE_TEST_COUNT_GIT": str(tally)}
+
+
 def with_repository_hooks() -> dict[str, str]:
     """The environment of a daemon whose git runs the repository's hooks, as the runner's
     never does (``tests/holding/sitecustomize.py``): for tests of how a git call is bounded."""

@@ -101,3 +101,12 @@ def test_nested_objects_and_arrays_are_walked() -> None:
         "additionalProperties": False}}
     assert violations(schema) == [
         "#/properties/x/items/properties/deep: enum value True is not of type integer"]
+
+
+def test_the_review_wire_schema_is_inside_the_subset_and_matches_its_validation() -> None:
+    wire = schemas.load("review-result.wire.json")
+    assert violations(wire) == []
+    validation = schemas.load("review-result.schema.json")
+    assert {k: v for k, v in wire.items() if k != "description"} == {
+        k: v for k, v in validation.items() if k not in VALIDATION_ONLY
+    }

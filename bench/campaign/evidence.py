@@ -27,7 +27,7 @@ _FORMAT = f"%H%x00%(trailers:key={TASK_TRAILER},valueonly,separator=)%x00" \
 
 def gather(site: Site) -> Evidence:
     tasks = {task.id: task.status.value for task in site.board.list_tasks()}
-    commits, vanished = result_commits(site.repo, _commit_times(site.repo))
+    commits, vanished = every_result_commit([site.repo, *task_clones(site.root)])
     return Evidence(
         tasks=tasks,
         delivered=delivered(site.board, tasks, site.repo),
@@ -43,6 +43,33 @@ def gather(site: Site) -> Evidence:
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(errors="replace").splitlines() if path.exists() else []
+
+
+def task_clones(root: Path) -> list[Path]:
+    """The tasks' clones under ``root`` (``run/taskgit.py``: a ``.git`` directory sharing
+    a repository's objects), where a result commit is made before the runner publishes
+    it into the repository: one a kill left there is evidence too."""
+    return sorted(dot.parent for dot in root.rglob(".git")
+                  if dot.is_dir() and (dot / "objects" / "info" / "alternates").is_file())
+
+
+def every_result_commit(
+    places: list[Path],
+) -> tuple[tuple[ResultCommit, ...], tuple[str, ...]]:
+    """``result_commits`` of the repository and the clones together: each commit once,
+    made when it was first made anywhere; gone only when gone from every one of them."""
+    times: dict[str, float] = {}
+    for place in places:
+        for sha, when in _commit_times(place).items():
+            times[sha] = min(when, times.get(sha, when))
+    found: dict[str, ResultCommit] = {}
+    vanished: set[str] | None = None
+    for place in places:
+        commits, gone = result_commits(place, times)
+        found.update({commit.sha: commit for commit in commits})
+        vanished = set(gone) if vanished is None else vanished & set(gone)
+    ordered = tuple(sorted(found.values(), key=lambda c: (c.task, c.run, c.sha)))
+    return ordered, tuple(sorted(vanished or ()))
 
 
 def _commit_times(repo: Path) -> dict[str, float]:

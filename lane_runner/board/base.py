@@ -16,13 +16,17 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from lane_runner.board.model import (
+    Approval,
     BlockKind,
     BoardPause,
     Claim,
     Comment,
     CompleteOutcome,
     Event,
+    Implemented,
     NewTask,
+    Notice,
+    NoticeState,
     Outcome,
     Run,
     Status,
@@ -162,17 +166,20 @@ class Board(Protocol):
         lease_ttl: float,
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
+        default_approval: Approval = Approval.NONE,
     ) -> Claim | None:
         """Start a run of the first claimable task, or None when there is none.
 
         Claimable: ``ready``, past its ``next_attempt_at``, assigned to a lane
         (unassigned tasks take ``default_assignee``; with none they are left
-        alone), and not in one of ``skip_workspaces`` (those the storm breaker marks
-        broken: their tasks wait, untouched). Order: priority (highest first), then
-        age. The run gets an id larger than every earlier run of the board and a
-        lease of ``lease_ttl`` seconds; the task becomes ``running``; appends
-        ``claimed``. Two claimers never get the same task. Raises UsageError for a
-        ``lease_ttl`` not above 0.
+        alone), not in one of ``skip_workspaces`` (those the storm breaker marks
+        broken: their tasks wait, untouched), and approved when its approval (its
+        own, else ``default_approval``, the configuration's for the board) is
+        ``before_run``: an unapproved one waits, untouched (docs/approvals.md). Order:
+        priority (highest first), then age. The run gets an id larger than every
+        earlier run of the board and a lease of ``lease_ttl`` seconds; the task
+        becomes ``running``; appends ``claimed``. Two claimers never get the same task.
+        Raises UsageError for a ``lease_ttl`` not above 0.
         """
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
@@ -266,6 +273,22 @@ class Board(Protocol):
     def paused(self) -> BoardPause | None:
         """The pause in force, if any."""
 
+    # -- the approval gate (docs/approvals.md) ------------------------------------
+
+    def approve(
+        self, task_id: str, by: str, note: str = "", code_step: int | None = None
+    ) -> Task:
+        """Record that ``by`` approved the task as it stands (appends ``approved`` with
+        who and why). With ``code_step`` (the time step of the second factor's code that
+        was checked), the code is used up on this board: a code used before is refused
+        (UsageError, nothing written). Raises NotFound, UsageError for an archived task.
+        """
+
+    def deny(self, task_id: str, by: str, reason: str) -> Task:
+        """Record that ``by`` refused the task (appends ``denied``); its approval is
+        withdrawn, and a task waiting to run is blocked (``denied``) with the
+        reason. Raises NotFound, UsageError while it runs (stop it first) or archived."""
+
     def close(self) -> None:
         """Release this board's own connections (a SQLite file's); the store stays usable."""
 
@@ -282,10 +305,13 @@ class HostWorkspace:
     In a git repository the runner gives the task its own worktree of that repository
     instead (tasks of one repository never share a checkout), works at ``path``'s place
     inside it and tells the host (``record_workspace``); elsewhere it works in ``path``.
+    ``branch``: the branch the host checked out there for the task (Hermes's
+    ``worktree`` kind, its ``branch_name``), where the accepted result is committed.
     """
 
     path: Path
     shared: bool = False
+    branch: str | None = None
 
 
 @runtime_checkable
@@ -313,6 +339,61 @@ class HostedBoard(Protocol):
 
 
 @runtime_checkable
+class ReviewColumn(Protocol):
+    """A board with a review column its host serves per lane (Hermes's ``review``): a
+    result sent there waits for a reviewer, whose verdict ends the task done or hands it
+    back to its implementer (``run/reviewcolumn.py``, docs/hermes.md)."""
+
+    def claim_review(
+        self, node: str, lease_ttl: float, busy: frozenset[str] = frozenset()
+    ) -> Claim | None:
+        """A review task of this runner's lanes, claimed as the host claims it (a run of
+        its own), or None; tasks in ``busy`` (their implementer's run still ending here)
+        are passed over."""
+
+    def end_review(
+        self, run_id: int, approved: bool, summary: str, findings: list[str]
+    ) -> CompleteOutcome:
+        """The verdict on review run ``run_id``: done, or back to the implementer with
+        ``findings``; ``stale`` when the run is no longer the task's current one."""
+
+    def hand_back_review(self, run_id: int, reason: str) -> bool:
+        """Review run ``run_id`` ended without a verdict: the task waits in review again."""
+
+    def release_hold(self, task_id: str, run_id: int) -> bool:
+        """The hold run ``run_id``'s result keeps on its review while the run's follow-ups
+        (push, ``after_done``) run, released: a reviewer may claim it now. A hold left
+        expires with the run's lease."""
+
+    def release_holds(self, node: str) -> int:
+        """Every hold ``node``'s runs left (its process is gone); how many."""
+
+    def implemented(self, task_id: str) -> Implemented | None:
+        """The task's last accepted implementer result as the board keeps it (its
+        provider, effort and base), or None when the board holds none of ours."""
+
+
+@runtime_checkable
+class ReviewRuns(Protocol):
+    """A board on which a reviewer runs as a run of its own beside the implementer's (the
+    SQL boards; issue 41, docs/verification.md): its own run id, node and lease, its role
+    ``review``, the run it reviews; the task stays the implementer's run's."""
+
+    def start_review_run(self, for_run: int, node: str, lease_ttl: float) -> Run | None:
+        """A review run of run ``for_run``'s answer, leased for ``lease_ttl`` (its
+        heartbeats renew it while ``for_run`` is its task's run); None when ``for_run``
+        is no longer its task's current run."""
+
+    def end_review_run(self, run_id: int, outcome: Outcome, reason: str) -> bool:
+        """Review run ``run_id`` ended (``reviewed`` with its verdict, else how it
+        failed); False when it had ended already (its implementer's run ended it)."""
+
+    def end_leftover_review_runs(self, node: str) -> list[Run]:
+        """Review runs of ``node`` left open (its daemon was killed), ended ``reclaimed``
+        by that node's recovery; the runs it ended."""
+
+
+@runtime_checkable
 class SharedLedger(Protocol):
     """A board that keeps the usage ledger for every runner serving it (the SQL boards).
 
@@ -335,6 +416,48 @@ class SharedLedger(Protocol):
     ) -> list[dict[str, Any]]:
         """The stored records (of one task; of UTC days from ``since_day`` on), oldest
         first. Records of a deleted task stay (its spend was spent)."""
+
+
+@runtime_checkable
+class Outbox(Protocol):
+    """A board that keeps the notifications of its events for every runner serving it
+    (the SQL boards; docs/notifications.md).
+
+    Entries are derived from the board's events behind a cursor the board keeps, so any
+    runner (or a restarted one) carries on where the last left off; each is written
+    before it is sent, and taken under a lease, so on a shared board one runner sends
+    it at a time. An entry whose lease ran out (its sender died mid-send) is taken
+    again: at least once, at most that one repeat, with the same id.
+    """
+
+    def outbox_cursor(self) -> int | None:
+        """The id of the last event notifications were derived from; None: never."""
+
+    def enqueue(self, notices: Sequence[Notice], cursor: int | None = None) -> int:
+        """Store ``notices`` (an id the outbox holds already is left as it is) and, with
+        ``cursor``, move the cursor up to it (never down), in one transaction. Returns
+        how many were new."""
+
+    def take_notice(self, node: str, lease: float) -> Notice | None:
+        """The oldest pending entry that is due and nobody holds, leased to ``node`` for
+        ``lease`` seconds; None when there is none."""
+
+    def notice_sent(self, notice_id: str) -> bool:
+        """Mark a pending entry sent (whoever holds it); False: it was not pending."""
+
+    def notice_failed(self, notice_id: str, error: str, retry_in: float | None) -> bool:
+        """Count a failed send: due again ``retry_in`` seconds from now, or dropped with
+        None. False: it was not pending."""
+
+    def release_notices(self, node: str) -> int:
+        """Let go of every lease ``node`` holds (its sends died with its last process)."""
+
+    def notices(self, state: NoticeState | None = None, limit: int = 100) -> list[Notice]:
+        """The latest entries (of one state), newest first."""
+
+    def prune_notices(self, before: float) -> int:
+        """Remove the sent and dropped entries written before ``before`` (the cursor
+        stays, so nothing is derived again); returns how many went."""
 
 
 class Store(Protocol):

@@ -32,6 +32,11 @@ GATED: Mapping[str, tuple[str, ...]] = {
     "reclaim": ("reason",),
     "request_stop": ("reason",),
     "pause": ("reason",),
+    "notice_failed": ("error",),
+    "approve": ("note",),
+    "deny": ("reason",),
+    "end_review": ("summary", "findings"),
+    "hand_back_review": ("reason",),
 }
 
 

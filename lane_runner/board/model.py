@@ -14,6 +14,10 @@ class Status(StrEnum):
     DONE = "done"
     BLOCKED = "blocked"
     ARCHIVED = "archived"
+    REVIEW = "review"
+    """Done by its implementer, waiting for its reviewer (Hermes's ``review`` column):
+    neither blocked nor ready. Our own boards' tables do not hold it yet
+    (``FIRST_STATUSES``)."""
 
 
 class Outcome(StrEnum):
@@ -25,6 +29,8 @@ class Outcome(StrEnum):
     EXPIRED = "expired"
     TIMED_OUT = "timed_out"
     FAILED = "failed"
+    REVIEWED = "reviewed"
+    """A review run that gave its verdict (``ReviewRuns``); the task's own run goes on."""
 
 
 class BlockKind(StrEnum):
@@ -34,6 +40,12 @@ class BlockKind(StrEnum):
     GAVE_UP = "gave_up"
     BUDGET = "budget"
     """The task's or its board's day's budget is spent (``usage/budget.py``)."""
+    CHECKS = "checks"
+    """The task's acceptance checks still failed after the turns they may take."""
+    REVIEW = "review"
+    """The reviewer still requested changes after the rounds a review may take."""
+    DENIED = "denied"
+    """A person denied the approval the task waited for."""
 
 
 class EventKind(StrEnum):
@@ -52,6 +64,23 @@ class EventKind(StrEnum):
     STOP_REQUESTED = "stop_requested"
     EDITED = "edited"
     RETRIED = "retried"
+    APPROVED = "approved"
+    DENIED = "denied"
+    REVIEW_REQUESTED = "review_requested"
+    """A result waits for a reviewer (the review's; sent as a notification of that name)."""
+    CHANGES_REQUESTED = "changes_requested"
+    """A reviewer asked for changes (the review's; sent as a notification of that name)."""
+
+
+class Decision(StrEnum):
+    """A person's word on a task waiting for approval."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    REVIEW_REQUESTED = "review_requested"
+    """A result waits for a reviewer (the review's; sent as a notification of that name)."""
+    CHANGES_REQUESTED = "changes_requested"
+    """A reviewer asked for changes (the review's; sent as a notification of that name)."""
 
 
 class CompleteOutcome(StrEnum):
@@ -80,6 +109,14 @@ class Run:
     outcome: Outcome | None = None
     reason: str | None = None
     stop: StopRequest | None = None
+    role: str = "implement"
+    """``implement`` (the task's own run) or ``review`` (a reviewer's run, ``ReviewRuns``)."""
+    for_run: int | None = None
+    """A review run's: the implementer's run whose answer it reviews."""
+
+
+#: The roles a run on an SQL board has: the task's own run, or a reviewer's beside it.
+IMPLEMENT_ROLE, REVIEW_ROLE = "implement", "review"
 
 
 @dataclass(frozen=True)
@@ -99,6 +136,37 @@ class BoardPause:
     reason: str
     at: float
     by: str
+
+
+class Approval(StrEnum):
+    """What waits for a person's approval: nothing, the run, or the push (and
+    ``after_done``) of a committed result (docs/approvals.md)."""
+
+    NONE = "none"
+    BEFORE_RUN = "before_run"
+    """No run is claimed until it is approved."""
+    BEFORE_PUSH = "before_push"
+    """It runs and its result is committed; the push and ``after_done`` wait."""
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """How a task asks to be run, beyond its text: what verifies it, who reviews it, the
+    model it pins and what waits for a person. Each field unset (empty, None) means
+    "as the board's configuration says"; stored whole as one JSON column, so a new
+    setting needs no schema step.
+    """
+
+    checks: tuple[str, ...] = ()
+    """Acceptance commands run in the worktree after each completed answer."""
+    review: str | None = None
+    """``off``, ``auto`` (a healthy provider other than the implementer's) or a provider."""
+    model: str | None = None
+    """The model the CLI is asked for (its model flag), not the router's choice."""
+    approval: Approval | None = None
+
+    def is_empty(self) -> bool:
+        return self == TaskSettings()
 
 
 @dataclass(frozen=True)
@@ -130,6 +198,18 @@ class Task:
     """The task's dollar budget; None: the configured default (``max_cost_usd``)."""
     max_tokens: int | None = None
     """The task's token budget; None: the configured default (``max_tokens``)."""
+    settings: TaskSettings = field(default_factory=TaskSettings)
+    decision: Decision | None = None
+    """A person's word on the task as it stands (``task approve``, ``task deny``); None:
+    nobody's yet, or an edit withdrew it."""
+    decided_by: str | None = None
+    decided_at: float | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is Decision.APPROVED
+    skills: tuple[str, ...] = ()
+    """Skills the task names for its worker (Hermes's ``skills``; ``run/pin.py``)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +221,37 @@ class Event:
     run_id: int | None
     at: float
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class NoticeState(StrEnum):
+    """Where an outbox entry stands (``Outbox``): each moves once, pending to sent or dropped."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One notification in a board's outbox (``board/base.py`` ``Outbox``).
+
+    ``id`` is stable (made from what happened, never from who saw it), so two runners
+    deriving the same event write one entry, and a receiver can deduplicate the one
+    send that may repeat (docs/notifications.md). ``data`` is what the message says.
+    """
+
+    id: str
+    board: str
+    kind: str
+    task_id: str | None
+    at: float
+    data: dict[str, Any] = field(default_factory=dict)
+    state: NoticeState = NoticeState.PENDING
+    attempts: int = 0
+    next_at: float = 0.0
+    claimed_by: str | None = None
+    sent_at: float | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +273,38 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Implemented:
+    """The implementer's accepted result a review is of, as its board recorded it: who
+    made it (provider, effort) and the commit its change is counted from (``base``; None
+    when no commit was made). A runner reviewing a task another runner implemented has
+    no lane state of it: this is how it still asks another provider and shows the diff."""
+
+    provider: str
+    effort: str
+    base: str | None
+
+
+@dataclass(frozen=True)
+class ReviewVerdict:
+    """A reviewer's word on a task in review: approved (the task is done) or changes
+    requested (back to its implementer with the findings)."""
+
+    approved: bool
+    summary: str
+    findings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"approved": self.approved, "summary": self.summary,
+                "findings": list(self.findings)}
+
+    def describe(self) -> str:
+        """The comment the implementer reads on its next run."""
+        head = "review: approved" if self.approved else "review: changes requested"
+        listed = "".join(f"\n- {finding}" for finding in self.findings)
+        return f"{head}: {self.summary}{listed}"
+
+
+@dataclass(frozen=True)
 class NewTask:
     """What ``Board.add_task`` needs; validated before anything is written."""
 
@@ -177,6 +320,7 @@ class NewTask:
     max_retries: int | None = None
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    settings: TaskSettings = field(default_factory=TaskSettings)
 
 
 @dataclass(frozen=True)
@@ -197,3 +341,5 @@ class TaskEdit:
     max_retries: int | None = None
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    settings: TaskSettings | None = None
+    """Replaces the task's settings whole."""

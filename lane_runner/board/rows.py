@@ -11,13 +11,26 @@ from typing import Any, Protocol
 
 import orjson
 
-from lane_runner.board.model import BlockKind, Outcome, Run, Status, StopRequest, Task
+from lane_runner.board.model import (
+    IMPLEMENT_ROLE,
+    Approval,
+    BlockKind,
+    Decision,
+    Outcome,
+    Run,
+    Status,
+    StopRequest,
+    Task,
+    TaskSettings,
+)
 
 
 class Row(Protocol):
     """A stored row read by column name (``sqlite3.Row``, psycopg's dict rows)."""
 
     def __getitem__(self, column: str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
 
 
 def task_from_row(row: Row, board: str, parents: tuple[str, ...]) -> Task:
@@ -46,6 +59,39 @@ def task_from_row(row: Row, board: str, parents: tuple[str, ...]) -> Task:
         max_retries=row["max_retries"],
         max_cost_usd=row["max_cost_usd"],
         max_tokens=row["max_tokens"],
+        settings=settings_from_column(row["settings"]),
+        decision=Decision(row["decision"]) if row["decision"] else None,
+        decided_by=row["decided_by"],
+        decided_at=row["decided_at"],
+    )
+
+
+def settings_column(settings: TaskSettings) -> str | None:
+    """The stored ``settings`` column: JSON naming only what is set; NULL for none."""
+    if settings.is_empty():
+        return None
+    document: dict[str, Any] = {}
+    if settings.checks:
+        document["checks"] = list(settings.checks)
+    for name in ("review", "model", "approval"):
+        value = getattr(settings, name)
+        if value is not None:
+            document[name] = str(value)
+    return orjson.dumps(document).decode()
+
+
+def settings_from_column(stored: str | None) -> TaskSettings:
+    """The settings a stored column holds. Keys this version does not know (a newer
+    runner's) are passed over, so an older runner still runs the task as it can."""
+    if not stored:
+        return TaskSettings()
+    document = orjson.loads(stored)
+    approval = document.get("approval")
+    return TaskSettings(
+        checks=tuple(document.get("checks") or ()),
+        review=document.get("review"),
+        model=document.get("model"),
+        approval=Approval(approval) if approval else None,
     )
 
 
@@ -62,7 +108,14 @@ def run_from_row(row: Row, board: str) -> Run:
         outcome=Outcome(row["outcome"]) if row["outcome"] else None,
         reason=row["reason"],
         stop=stop_from_row(row),
+        role=_column(row, "role") or IMPLEMENT_ROLE,
+        for_run=_column(row, "for_run"),
     )
+
+
+def _column(row: Row, name: str) -> Any:
+    """A column a row may lack (the claim's result names the first columns only)."""
+    return row[name] if name in row.keys() else None  # noqa: SIM118 (sqlite3.Row: in = values)
 
 
 def stop_from_row(row: Row) -> StopRequest | None:

@@ -7,6 +7,7 @@ and are tested without a database.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -14,7 +15,17 @@ from typing import Any
 
 import orjson
 
-from lane_runner.board.model import CompleteOutcome, NewTask, Outcome, Status, Task, TaskEdit
+from lane_runner.board.model import (
+    Approval,
+    CompleteOutcome,
+    NewTask,
+    Outcome,
+    Status,
+    Task,
+    TaskEdit,
+    TaskSettings,
+)
+from lane_runner.board.rows import settings_column
 from lane_runner.errors import UsageError
 from lane_runner.names import check_name, is_lane_assignee, parse_lane
 
@@ -75,7 +86,8 @@ def checked_task(new: NewTask) -> NewTask:
     _check_limits(new.goal_turns, new.max_runtime, new.max_retries)
     _check_budgets(new.max_cost_usd, new.max_tokens)
     return replace(
-        new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents))
+        new, title=title, assignee=assignee, parents=tuple(dict.fromkeys(new.parents)),
+        settings=checked_settings(new.settings),
     )
 
 
@@ -92,7 +104,59 @@ def checked_edit(edit: TaskEdit) -> TaskEdit:
         check_text("workspace", edit.workspace)
     _check_limits(edit.goal_turns, edit.max_runtime, edit.max_retries)
     _check_budgets(edit.max_cost_usd, edit.max_tokens)
+    if edit.settings is not None:
+        edit = replace(edit, settings=checked_settings(edit.settings))
     return edit
+
+
+#: At most this many acceptance checks on one task, each at most this long.
+MAX_CHECKS, MAX_SETTING_CHARS = 20, 4096
+#: ``review``'s words besides a provider's name.
+REVIEW_WORDS = ("off", "auto")
+
+
+def checked_settings(settings: TaskSettings) -> TaskSettings:
+    """``settings`` normalised (blank values unset, checks de-duplicated in order), or
+    UsageError naming the bad one. Whether a reviewer or model names something the
+    runner can run is the runner's to say when it runs the task (a board may be served
+    by runners with other CLIs)."""
+    model = (settings.model or "").strip() or None
+    if model is not None:
+        _check_setting("model", model)
+    return replace(
+        settings, checks=_checked_checks(settings.checks),
+        review=_checked_review(settings.review), model=model,
+    )
+
+
+def _checked_checks(given: tuple[str, ...]) -> tuple[str, ...]:
+    checks = tuple(dict.fromkeys(c.strip() for c in given if c.strip()))
+    if len(checks) > MAX_CHECKS:
+        raise UsageError(f"a task takes at most {MAX_CHECKS} checks, not {len(checks)}")
+    for command in checks:
+        _check_setting("check", command)
+    return checks
+
+
+def _checked_review(given: str | None) -> str | None:
+    review = (given or "").strip() or None
+    if review is not None and review not in REVIEW_WORDS and not _PROVIDER_NAME.fullmatch(review):
+        raise UsageError(
+            f"review {review!r}: use 'off', 'auto' (a provider other than the implementer's) "
+            "or the name of a provider this runner has (lane-runner doctor lists them)"
+        )
+    return review
+
+
+_PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def _check_setting(what: str, value: str) -> None:
+    check_text(what, value)
+    if len(value) > MAX_SETTING_CHARS:
+        raise UsageError(f"the {what} is longer than {MAX_SETTING_CHARS} characters")
+    if any(ord(ch) < 32 and ch not in "\t" for ch in value):
+        raise UsageError(f"the {what} {value[:60]!r} holds a control character; remove it")
 
 
 def _check_budgets(max_cost_usd: float | None, max_tokens: int | None) -> None:
@@ -105,7 +169,7 @@ def _check_budgets(max_cost_usd: float | None, max_tokens: int | None) -> None:
 #: The task columns ``Board.edit`` may change (each a ``TaskEdit`` field of that name).
 EDITABLE = (
     "title", "body", "assignee", "priority", "workspace", "max_runtime", "goal_turns",
-    "max_retries", "max_cost_usd", "max_tokens",
+    "max_retries", "max_cost_usd", "max_tokens", "settings",
 )
 
 
@@ -120,7 +184,7 @@ def edit_changes(task: Task, edit: TaskEdit) -> dict[str, Any]:
         if name in ("assignee", "workspace") and value == "":
             value = None
         if value != getattr(task, name):
-            changes[name] = value
+            changes[name] = settings_column(value) if name == "settings" else value
     return changes
 
 
@@ -257,3 +321,37 @@ def require_lease_ttl(lease_ttl: float) -> None:
     """A claim's lease must last: every backend refuses a ttl of zero or less (or NaN)."""
     if not lease_ttl > 0:
         raise UsageError(f"lease ttl must be more than 0 seconds, not {lease_ttl:g}")
+
+
+def awaiting_run_approval(approval: str) -> str:
+    """The SQL condition of a task that waits for approval before a run: its approval
+    (``approval``: the expression of its own setting, else the configuration's for the
+    board, ``:default_approval``) is ``before_run`` and nobody approved it as it stands.
+    The claim passes over such a task (docs/approvals.md)."""
+    return (
+        f"(coalesce({approval}, :default_approval) = 'before_run' "
+        "AND (decision IS NULL OR decision <> 'approved'))"
+    )
+
+
+def approval_of(task: Task, default: Approval) -> Approval:
+    """What of ``task`` waits for a person: its own setting, else the configuration's
+    for its board."""
+    return task.settings.approval or Approval(default)
+
+
+def awaiting_approval(task: Task, default: Approval) -> Approval | None:
+    """What ``task`` waits for approval before, now; None: nothing (pure).
+
+    A task ready or waiting for its parents waits before its run; a done one before its
+    push (its follow-ups). A denied task waits for nothing: it is blocked, or its push
+    is withheld.
+    """
+    if task.decision is not None:
+        return None
+    approval = approval_of(task, default)
+    if approval is Approval.BEFORE_RUN and task.status in (Status.READY, Status.TODO):
+        return approval
+    if approval is Approval.BEFORE_PUSH and task.status is Status.DONE:
+        return approval
+    return None

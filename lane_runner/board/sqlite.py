@@ -40,14 +40,21 @@ from lane_runner.board import retry
 from lane_runner.board.base import BoardUnavailable
 from lane_runner.board.fileconn import FileConnection, Identity
 from lane_runner.board.inotify import DirectoryWatch, wait_for_commit
-from lane_runner.board.model import Outcome, Status
 from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sql.dialect import BoardLock, Connection, Notify, Work
 from lane_runner.board.sql.schema import (
+    APPROVAL_STEP,
     BUDGET_COLUMNS,
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
+    FIRST_OUTCOMES,
+    FIRST_STATUSES,
+    OUTBOX_STEP,
+    REVIEW_RUN_COLUMNS,
+    REVIEWED_OUTCOME,
+    SETTINGS_COLUMN,
+    SETTINGS_KINDS,
     USAGE_STEP,
     Statement,
     upgrade,
@@ -68,9 +75,12 @@ def _in(values: Sequence[str]) -> str:
     return "(" + ", ".join(f"'{value}'" for value in values) + ")"
 
 
-_STATUSES = _in([s.value for s in Status])
-_OUTCOMES = _in([o.value for o in Outcome])
-_KINDS = _in(FIRST_BLOCK_KINDS)  # the first step's; the budget step adds its own
+_STATUSES = _in(FIRST_STATUSES)
+_OUTCOMES = _in(FIRST_OUTCOMES)  # the first step's; the review runs' step widens it
+_ALL_OUTCOMES = _in([*FIRST_OUTCOMES, REVIEWED_OUTCOME])
+_KINDS = _in(FIRST_BLOCK_KINDS)  # the first step's; later steps widen it
+_BUDGET_KINDS = _in([*FIRST_BLOCK_KINDS, BUDGET_KIND])
+_ALL_KINDS = _in([*FIRST_BLOCK_KINDS, BUDGET_KIND, *SETTINGS_KINDS])
 
 # Forward migrations: step n brings a board from user_version n to n + 1. Append
 # steps; never edit a released one.
@@ -159,33 +169,36 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
                             AND tasks.id = OLD.task_id AND tasks.status = 'archived')
            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
     ),
-    (*BUDGET_COLUMNS, lambda connection: _allow_budget_kind(connection)),
+    (*BUDGET_COLUMNS, lambda connection: _widen_kinds(connection, _KINDS, _BUDGET_KINDS)),
     USAGE_STEP,
+    (SETTINGS_COLUMN, lambda connection: _widen_kinds(connection, _BUDGET_KINDS, _ALL_KINDS)),
+    OUTBOX_STEP,
+    APPROVAL_STEP,
+    # A reviewer's run of its own beside the implementer's (``ReviewRuns``).
+    (*REVIEW_RUN_COLUMNS,
+     lambda connection: _widen_kinds(connection, _OUTCOMES, _ALL_OUTCOMES, table="runs")),
 )
 
 
-def _allow_budget_kind(connection: Connection) -> None:
-    """Let ``block_kind`` say ``budget``: SQLite cannot alter a CHECK, so the table's
-    stored definition is edited in place, which SQLite documents for changes that
-    leave every stored row valid (a check that allows one value more), then the schema
-    version is advanced so every connection reads the new definition."""
-    old = _KINDS
-    new = _in([*FIRST_BLOCK_KINDS, BUDGET_KIND])
+def _widen_kinds(connection: Connection, old: str, new: str, table: str = "tasks") -> None:
+    """Let ``block_kind`` (or the runs' ``outcome``) say more: SQLite cannot alter a
+    CHECK, so the table's stored definition is edited in place, which SQLite documents
+    for changes that leave every stored row valid (a check that allows more values),
+    then the schema version is advanced so every connection reads the new definition."""
     version = connection.execute("PRAGMA schema_version").fetchone()[0]
     connection.execute("PRAGMA writable_schema = ON")
     try:
         connection.execute(
             "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
-            "WHERE type = 'table' AND name = 'tasks'", (old, new))
+            "WHERE type = 'table' AND name = ?", (old, new, table))
         connection.execute(f"PRAGMA schema_version = {int(version) + 1}")
     finally:
         connection.execute("PRAGMA writable_schema = OFF")
     sql = connection.execute(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'tasks'").fetchone()[0]
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()[0]
     if new not in sql:
-        raise BoardUnavailable("the tasks table's block_kind check could not be widened "
-                               "for 'budget'; the board is left at its schema")
-
+        raise BoardUnavailable(f"the {table} table's check could not be widened "
+                               f"to {new}; the board is left at its schema")
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -332,6 +345,9 @@ class SqliteFile:
     def lock_rows(self, *, skip_locked: bool = False) -> str:
         """Nothing: the write transaction holds the whole file from its ``BEGIN IMMEDIATE``."""
         return ""
+
+    def setting(self, key: str) -> str:
+        return f"json_extract(settings, '$.{key}')"
 
     def clock(self) -> tuple[str, float | None]:
         return ":now", self._clock()

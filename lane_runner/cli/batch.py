@@ -1,8 +1,10 @@
 """``run --until-idle``: when a batch is over, what it did, and the exit status a script
 reads from it.
 
-The batch ends once nothing is ready or running (``IdleWatch``); tasks cooling down or
-held back by the storm breaker are not waited for, and are remembered as left waiting.
+The batch ends once nothing is ready or running, nor in a hosted board's review column
+this runner serves (``IdleWatch``); tasks cooling down, held back by the storm breaker,
+or whose review was just handed back without a verdict are not waited for, and are
+remembered as left waiting.
 What the batch did is then read from the boards: every task a run of this node claimed
 since the batch started, by where it ended (done, blocked, gave up). The exit status:
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -23,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from lane_runner import redact
 from lane_runner.board import open_store
-from lane_runner.board.base import BoardUnavailable, HostedBoard
+from lane_runner.board.base import Board, BoardUnavailable, HostedBoard
 from lane_runner.board.model import BlockKind, Status, Task
 from lane_runner.cli.output import print_json, print_table, printable
 from lane_runner.config import Config
+from lane_runner.run import lanereview
 from lane_runner.service import breaker
 
 if TYPE_CHECKING:
@@ -76,17 +80,7 @@ class IdleWatch:
         if found is None:
             return False
         self.waiting, self.reached = found, True
-        cooling = [w for w in found if w.why.startswith("cooling")]
-        held = [w for w in found if not w.why.startswith("cooling")]
-        if cooling:
-            log.info("idle: %d task(s) cooling down, not waited for: %s", len(cooling),
-                     ", ".join(f"{w.board}/{w.task} ({w.why})" for w in cooling))
-        if held:
-            log.warning(
-                "idle: %d task(s) held back by the storm breaker, not waited for: %s "
-                "('lane-runner health show')", len(held),
-                ", ".join(f"{w.board}/{w.task} ({w.why})" for w in held),
-            )
+        _log_waiting(found)
         return True
 
     @staticmethod
@@ -101,26 +95,60 @@ class IdleWatch:
                     # Another program's board: its ready tasks of other lanes are not ours
                     # to judge, so only this runner's lanes count, cooling down or not.
                     counts = board.lane_counts(daemon.cfg.default_assignee)
-                    if counts.get("ready", 0) or counts.get("running", 0):
+                    resting = [Waiting(slug, task, "review handed back without a verdict")
+                               for task in sorted(daemon.review_rests.resting(slug))]
+                    reviews = counts.get("review", 0) if lanereview.serves(daemon.cfg, board) \
+                        else 0
+                    if counts.get("ready", 0) or counts.get("running", 0) \
+                            or reviews > len(resting):
                         return None
+                    waiting.extend(resting if reviews else [])
                     continue
-                counts = board.counts()
-                if counts.get("running", 0):
+                found = _board_waiting(board, slug, trips, now)
+                if found is None:
                     return None
-                if not counts.get("ready", 0):
-                    continue
-                for task in board.list_tasks(Status.READY):
-                    if task.next_attempt_at is not None and task.next_attempt_at > now:
-                        left = task.next_attempt_at - now
-                        waiting.append(Waiting(slug, task.id, f"cooling down {left:.0f} s"))
-                        continue
-                    trip = breaker.holding(trips, slug, task.workspace)
-                    if trip is None or trip.probe_at <= now:
-                        return None
-                    waiting.append(Waiting(slug, task.id, f"held by the breaker ({trip.scope})"))
+                waiting.extend(found)
         except BoardUnavailable:
             return None
         return waiting
+
+
+def _board_waiting(
+    board: Board, slug: str, trips: Mapping[str, breaker.Trip], now: float
+) -> list[Waiting] | None:
+    """A board's ready tasks not waited for (cooling down, or held by the storm breaker
+    until a later probe), or None while one of its tasks is running or claimable."""
+    counts = board.counts()
+    if counts.get("running", 0):
+        return None
+    if not counts.get("ready", 0):
+        return []
+    waiting: list[Waiting] = []
+    for task in board.list_tasks(Status.READY):
+        if task.next_attempt_at is not None and task.next_attempt_at > now:
+            left = task.next_attempt_at - now
+            waiting.append(Waiting(slug, task.id, f"cooling down {left:.0f} s"))
+            continue
+        trip = breaker.holding(trips, slug, task.workspace)
+        if trip is None or trip.probe_at <= now:
+            return None
+        waiting.append(Waiting(slug, task.id, f"held by the breaker ({trip.scope})"))
+    return waiting
+
+
+def _log_waiting(found: list[Waiting]) -> None:
+    """Say which tasks the idle batch did not wait for, and why."""
+    cooling = [w for w in found if w.why.startswith("cooling")]
+    held = [w for w in found if not w.why.startswith("cooling")]
+    if cooling:
+        log.info("idle: %d task(s) cooling down, not waited for: %s", len(cooling),
+                 ", ".join(f"{w.board}/{w.task} ({w.why})" for w in cooling))
+    if held:
+        log.warning(
+            "idle: %d task(s) held back by the storm breaker, not waited for: %s "
+            "('lane-runner health show')", len(held),
+            ", ".join(f"{w.board}/{w.task} ({w.why})" for w in held),
+        )
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,30 @@ def _usage(usage: Any) -> list[str]:
             unknown = "" if spent.get("cost_complete", True) else " (+ spend of unknown cost)"
             lines.append(f"this {scope}: {spent.get('total_tokens', 0):,} tokens, "
                          f"${float(spent.get('cost_usd') or 0):.4f}{unknown}")
+    return lines + _by_role(usage)
+
+
+def _by_role(usage: Any) -> list[str]:
+    return [f"{role}: {spent.get('total_tokens', 0):,} tokens, "
+            f"${float(spent.get('cost_usd') or 0):.4f}"
+            for role, spent in (usage.get("by_role") or {}).items()]
+
+
+def _verification(verification: Any) -> list[str]:
+    """Each answer's checks and verdict, oldest first (docs/verification.md)."""
+    lines = [f"{verification.get('check_turns', 0)} failing check turn(s) and "
+             f"{verification.get('review_rounds', 0)} review round(s) fed back"]
+    for number, each in enumerate(verification.get("rounds") or [], 1):
+        for check in each.get("checks") or []:
+            lines.append(f"answer {number}: `{check.get('command')}` {check.get('ended')} "
+                         f"({check.get('seconds')} s)")
+        verdict = each.get("verdict")
+        if verdict:
+            lines.append(f"answer {number}: {verdict.get('verdict')} by "
+                         f"{verdict.get('reviewer')}: {verdict.get('summary')}")
+            lines += [f"  [{f.get('severity')}] {f.get('file') or '(the change)'}"
+                      f"{':' + str(f['line']) if f.get('line') else ''}: {f.get('text')}"
+                      for f in verdict.get("findings") or []]
     return lines
 
 
@@ -65,6 +89,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "delivery": ("delivery", _delivery),
     "changed_files": ("changed files", _listing),
     "tests_run": ("tests run", _listing),
+    "verification": ("checks and review", _verification),
     "usage": ("usage", _usage),
     "sessions": ("sessions", _sessions),
 }

@@ -315,41 +315,16 @@ def _remove(root: Path, made: bool) -> None:
 def _play(root: Path, simulated: bool, as_json: bool, keep: bool) -> int:
     started = time.monotonic()
     say = _narrator(as_json)
-    simulate = simulated or not all(shutil.which(cli.command) for cli in ADAPTERS.values())
-    environ = {**os.environ, "LANE_RUNNER_HOME": str(root)}
-    layout = Home(root)
-    layout.ensure()
-    text = CONFIG.format(simulate=str(simulate).lower()) + (SANDBOX if os.geteuid() == 0 else "")
-    files.write(layout.config_file, text.encode())
-    say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
-    _make_repository(root / "project")
+    layout, simulate = _set_up(root, simulated, say)
     store = SqliteStore(layout.boards)
     _file_tasks(store, root / "project")
     say(f"filed {len(TASKS)} tasks on board '{BOARD}'; starting the daemon")
-    runner = Runner(root, environ)
+    runner = Runner(root, {**os.environ, "LANE_RUNNER_HOME": str(root)})
     watcher = Watcher(store, say)
-
-    daemon = runner.start("run")
-    crashed = watcher.wait(
-        lambda tasks: (
-            _count(tasks, Status.DONE) >= 3
-            and any(t.id == "long" and t.status is Status.RUNNING for t in tasks)
-        ),
-        TIMEOUT / 2,
-    )
-    daemon.send_signal(signal.SIGKILL)
-    daemon.wait()
-    say(
-        f"\n*** kill -9 of the daemon (pid {daemon.pid})"
-        + (" mid-run" if crashed else "")
-        + " ***\n"
-    )
-    say("$ lane-runner recover")
-    say("\n".join("  " + line for line in runner.recover().splitlines()))
+    crashed = _crash(runner, watcher, say)
     say("\nrestarting the daemon")
     daemon = runner.start("run", "--until-idle")
-    remaining = max(5.0, TIMEOUT - (time.monotonic() - started))
-    watcher.wait(_settled, remaining)
+    watcher.wait(_settled, max(5.0, TIMEOUT - (time.monotonic() - started)))
     try:
         daemon.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -382,3 +357,39 @@ def _play(root: Path, simulated: bool, as_json: bool, keep: bool) -> int:
             }
         )
     return 0 if finished else 1
+
+
+def _set_up(root: Path, simulated: bool, say: Say) -> tuple[Home, bool]:
+    """The demo's home, configuration and repository; whether it simulates the CLIs
+    (asked, or one of them is not installed)."""
+    simulate = simulated or not all(shutil.which(cli.command) for cli in ADAPTERS.values())
+    layout = Home(root)
+    layout.ensure()
+    text = CONFIG.format(simulate=str(simulate).lower()) + (SANDBOX if os.geteuid() == 0 else "")
+    files.write(layout.config_file, text.encode())
+    say(f"lane-runner demo in {root}" + (" (simulated CLIs)" if simulate else ""))
+    _make_repository(root / "project")
+    return layout, simulate
+
+
+def _crash(runner: Runner, watcher: Watcher, say: Say) -> bool:
+    """Start the daemon, kill -9 it once three tasks are done and the long one runs (or
+    at half the time), and recover; whether the kill came mid-run."""
+    daemon = runner.start("run")
+    crashed = watcher.wait(
+        lambda tasks: (
+            _count(tasks, Status.DONE) >= 3
+            and any(t.id == "long" and t.status is Status.RUNNING for t in tasks)
+        ),
+        TIMEOUT / 2,
+    )
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait()
+    say(
+        f"\n*** kill -9 of the daemon (pid {daemon.pid})"
+        + (" mid-run" if crashed else "")
+        + " ***\n"
+    )
+    say("$ lane-runner recover")
+    say("\n".join("  " + line for line in runner.recover().splitlines()))
+    return crashed

@@ -24,8 +24,9 @@ from lane_runner.board.hermes import home as hermes_home
 from lane_runner.board.hermes.store import HermesStore
 from lane_runner.cli.checks import Check, Level, hide_secrets
 from lane_runner.cli.doctor_clis import cli_checks, root_checks
+from lane_runner.cli.doctor_people import people_checks
 from lane_runner.config import Config
-from lane_runner.errors import LaneRunnerError
+from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
 from lane_runner.names import PROVIDERS
 from lane_runner.providers import ADAPTERS, sandbox
@@ -33,8 +34,9 @@ from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
 from lane_runner.run import keeping, plan
-from lane_runner.service import breaker, diskuse, identity
+from lane_runner.service import breaker, diskuse, identity, workerpool
 from lane_runner.service.notify import Notifier
+from lane_runner.service.workerpool import probe_user
 
 GATEWAY_TIMEOUT = 3.0
 MIN_FREE_BYTES = 1 << 30
@@ -128,8 +130,9 @@ def home_checks(cfg: Config, home: Home) -> list[Check]:
                 "run 'lane-runner board create NAME' or start the daemon once",
             )
         ]
-    checks = [mode_verdict(home.root, st, os.geteuid(), cfg.worker_user)]
-    checks.append(modes_verdict(home.wider_modes(cfg.worker_user)))
+    passes = probe_user(cfg)  # worker_user, or a pool's first: who passes the home
+    checks = [mode_verdict(home.root, st, os.geteuid(), passes)]
+    checks.append(modes_verdict(home.wider_modes(passes)))
     checks += [
         Check(
             "home directories",
@@ -398,15 +401,36 @@ def isolation_verdict(level: str, why: str, refused: str | None, simulate: bool)
     return Check(name, Level.WARN, f"{said}; {reach}", install)
 
 
+def pool_checks(cfg: Config) -> list[Check]:
+    """The pool of worker users (``worker_users``), when there is one: every user must
+    exist and be unprivileged; what it keeps apart and what stays shared."""
+    if not cfg.worker_users:
+        return []
+    named = ", ".join(cfg.worker_users)
+    try:
+        workerpool.check_users(cfg.worker_users)
+    except UsageError as error:
+        return [Check("worker pool", Level.FAIL, str(error),
+                      "create the user (useradd --system --create-home NAME) or remove it")]
+    return [Check(
+        "worker pool", Level.PASS,
+        f"{len(cfg.worker_users)} users ({named}): at most {len(cfg.worker_users)} runs at "
+        "once, each as a user of its own, its worktree and result outbox that user's alone; "
+        "the repository and the host's network stay shared (docs/security.md)",
+    )]
+
+
 def run_all(cfg: Config) -> list[Check]:
     home = Home(cfg.home)
     checks = [
         *cli_checks(cfg, home),
         isolation_verdict(*config.isolation(cfg), plan.unsandboxable(cfg), cfg.simulate),
+        *pool_checks(cfg),
         *root_checks(cfg),
         *home_checks(cfg, home),
         *board_checks(cfg),
         *gateway_checks(cfg),
+        *people_checks(cfg),
         *router_check(cfg),
         *health_checks(home, time.time()),
         *breaker_checks(home),

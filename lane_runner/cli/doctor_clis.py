@@ -154,7 +154,8 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
     try:
         binaries = resolve_binaries(cfg, home)
     except LaneRunnerError as error:
-        return [Check("CLIs", Level.FAIL, str(error), "fix codex_bin / claude_bin")]
+        fix = "fix " + " / ".join(f"{provider}_bin" for provider in PROVIDERS)
+        return [Check("CLIs", Level.FAIL, str(error), fix)]
     found = [p for p in PROVIDERS if binaries.get(p) is not None]
     runs = login.runs_as(cfg)
     checks: list[Check] = []

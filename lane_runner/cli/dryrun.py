@@ -15,7 +15,7 @@ from typing import Any
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable
 from lane_runner.board.model import Status, Task
-from lane_runner.cli.output import print_json, print_table
+from lane_runner.cli.output import print_json, print_table, printable
 from lane_runner.config import Config
 from lane_runner.home import WIRE_SCHEMA, Home
 from lane_runner.router import make_router
@@ -80,6 +80,9 @@ def show(found: list[Preview], as_json: bool) -> int:
         route = item.route or {}
         print(f"{item.board}/{item.task_id}: {item.title}")
         print_table(("field", "value"), _fields(item, route))
+        for title, prompt in _prompts(item):
+            print(f"\n{title}:")
+            print("\n".join(f"  {printable(line)}" for line in prompt.splitlines()))
         print()
     return status
 
@@ -96,6 +99,36 @@ def _fields(item: Preview, route: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
     rows += [("environment", f"{name}={value}") for name, value in item.environment.items()]
     rows += [("note", note) for note in item.notes]
+    rows += _verification(item.verification)
     if item.error:
         rows.append(("error", item.error))
     return rows
+
+
+def _verification(shown: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The checks and the review a run's answers would meet, and where each came from."""
+    if shown is None:
+        return []
+    sources = shown["sources"]
+    rows: list[tuple[str, Any]] = [
+        ("check", f"{command}  [{sources['checks']}]") for command in shown["checks"]
+    ]
+    rows.append(("review", f"{shown['review']}  [{sources['review']}]"))
+    rows += [(key.replace("_", " "), f"{shown[key]}  [{sources[key]}]")
+             for key in ("check_turns", "review_rounds")]
+    reviewer = shown["reviewer"]
+    if reviewer is not None:
+        rows.append(("reviewer", f"{reviewer['provider']}/{reviewer['model']}"))
+    if shown["workflow_problem"]:
+        rows.append(("workflow", f"ignored: {shown['workflow_problem']}"))
+    return rows
+
+
+def _prompts(item: Preview) -> list[tuple[str, str]]:
+    """The worker's first prompt, a resumed turn's, and the reviewer's (placeholders for
+    what only the run knows: the implementer's summary, the diff, the feedback)."""
+    found = [("worker prompt", item.prompt)] if item.prompt else []
+    if item.resumed_prompt:
+        found.append(("resumed turn prompt", item.resumed_prompt))
+    review = (item.verification or {}).get("review_prompt")
+    return found + ([("review prompt", review)] if review else [])

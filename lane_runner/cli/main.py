@@ -29,14 +29,18 @@ from lane_runner.cli.commands import (
     control_cmd,
     demo_cmd,
     doctor_cmd,
+    evidence_cmd,
     journal_cmd,
     logs_cmd,
+    notify_cmd,
     run_cmd,
     status_cmd,
     task_cmd,
     usage_cmd,
+    web_cmd,
 )
 from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.names import PROVIDERS
 from lane_runner.service import logs
 
 #: The command groups, in the order ``--help`` lists them.
@@ -44,6 +48,7 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     config_cmd,
     board_cmd,
     task_cmd,
+    evidence_cmd,
     run_cmd,
     control_cmd,
     demo_cmd,
@@ -54,6 +59,8 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     doctor_cmd,
     breaker_cmd,
     logs_cmd,
+    web_cmd,
+    notify_cmd,
 )
 
 
@@ -66,7 +73,7 @@ class CommandModule(Protocol):
 DAEMON_COMMANDS = ("run",)  # their log is the operator's record: info by default
 PROG = "lane-runner"
 DESCRIPTION = (
-    "Run coding tasks from a task board through the Codex and Claude Code CLIs, "
+    f"Run coding tasks from a task board through the agent CLIs ({', '.join(PROVIDERS)}), "
     "with a crash-safe result journal."
 )
 EPILOG = (

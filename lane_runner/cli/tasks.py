@@ -27,15 +27,10 @@ def task_target(parser: argparse.ArgumentParser) -> None:
     add_json_flag(parser)
 
 
-def board_of(store: Store, task_id: str, slug: str | None) -> str:
-    """The board ``--board`` names, else the one board of the home that holds ``task_id``.
-
-    NotFound when none does (naming boards that could not be read, where it might be),
-    UsageError naming the boards when several do.
-    """
-    if slug is not None:
-        return slug
-    holders, unreadable = [], []
+def _holders(store: Store, task_id: str) -> tuple[list[str], list[str]]:
+    """The boards that hold ``task_id``, and those that could not be read now."""
+    holders: list[str] = []
+    unreadable: list[str] = []
     for each in store.board_slugs():
         try:
             store.board(each).get_task(task_id)
@@ -45,6 +40,18 @@ def board_of(store: Store, task_id: str, slug: str | None) -> str:
             unreadable.append(each)
             continue
         holders.append(each)
+    return holders, unreadable
+
+
+def board_of(store: Store, task_id: str, slug: str | None) -> str:
+    """The board ``--board`` names, else the one board of the home that holds ``task_id``.
+
+    NotFound when none does (naming boards that could not be read, where it might be),
+    UsageError naming the boards when several do.
+    """
+    if slug is not None:
+        return slug
+    holders, unreadable = _holders(store, task_id)
     if len(holders) > 1:
         raise UsageError(
             f"task {task_id!r} is on several boards ({', '.join(holders)}): "
@@ -83,7 +90,7 @@ def task_document(task: Task) -> dict[str, Any]:
     """The task record's own field names, times as ISO 8601 UTC."""
     document = asdict(task)
     document["parents"] = list(task.parents)
-    for name in ("next_attempt_at", "created_at", "updated_at"):
+    for name in ("next_attempt_at", "created_at", "updated_at", "decided_at"):
         document[name] = timestamp(document[name])
     return document
 

@@ -10,7 +10,7 @@ Importers use the names below (``from lane_runner.config import Config``); the m
 are the package's own layout.
 """
 
-from lane_runner.config.checks import HOOK_NAMES, HOOK_TIMEOUT, PRICE_KINDS
+from lane_runner.config.checks import HOOK_NAMES, HOOK_TIMEOUT, PRICE_KINDS, listen_address
 from lane_runner.config.clis import (
     cli_binary,
     cli_cap,
@@ -40,6 +40,7 @@ __all__ = [
     "CONFIG_VARIABLE",
     "ENV_PREFIX",
     "HOOK_NAMES",
+    "listen_address",
     "HOOK_TIMEOUT",
     "KEYS",
     "KEYS_BY_NAME",

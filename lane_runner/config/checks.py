@@ -161,6 +161,22 @@ def _providers(value: Any) -> tuple[str, ...]:
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
 
 
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def _user_names(value: Any) -> tuple[str, ...]:
+    """Login names, each once: a list, or text separated by commas.
+
+    A name the system could not have (a space, a capital, a path) is refused here, so a
+    typo is named at load instead of failing every run of the slot it was given."""
+    items = value if isinstance(value, list) else _text(value).split(",")
+    names = tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+    for name in names:
+        if not _USER.fullmatch(name):
+            raise ValueError(f"{name!r} is not a user name (e.g. lane-w1)")
+    return names
+
+
 def _worker_env(value: Any) -> tuple[str, ...]:
     """Variable names, or prefixes ending in ``*``, a worker may inherit besides its own.
 
@@ -245,6 +261,28 @@ def _ip_address(value: Any) -> str:
         ) from None
 
 
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8480`` for IPv6) as an IP address and a port: what the web
+    console binds. Raises ValueError saying what was expected."""
+    wanted = "expected HOST:PORT with an IP address, such as 127.0.0.1:8480 or [::]:8480"
+    host, colon, port = text.strip().rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(wanted)
+    try:
+        return str(ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))), int(port)
+    except ValueError:
+        raise ValueError(wanted) from None
+
+
+def _listen(value: Any) -> str | None:
+    """The web console's ``HOST:PORT``, or empty for none (``listen_address``)."""
+    text = _text(value).strip()
+    if not text:
+        return None
+    listen_address(text)
+    return text
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _text(value).strip()
@@ -255,16 +293,17 @@ def _choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def _model_pairs(text: str) -> list[tuple[Any, Any]]:
+    """``low=m1,high=m2`` (from the environment) as (effort, model) pairs."""
+    items = [item for item in text.split(",") if item.strip()]
+    if any("=" not in item for item in items):
+        raise ValueError("expected effort=model pairs separated by commas")
+    return [(effort, model) for effort, _, model in (i.partition("=") for i in items)]
+
+
 def _models(value: Any) -> dict[str, str]:
     """Models per effort: a TOML table, or ``low=m1,high=m2`` from the environment."""
-    pairs: list[tuple[Any, Any]]
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    else:
-        items = [item for item in _text(value).split(",") if item.strip()]
-        if any("=" not in item for item in items):
-            raise ValueError("expected effort=model pairs separated by commas")
-        pairs = [(effort, model) for effort, _, model in (i.partition("=") for i in items)]
+    pairs = list(value.items()) if isinstance(value, dict) else _model_pairs(_text(value))
     models = {str(effort).strip(): _text(model).strip() for effort, model in pairs}
     unknown = sorted(set(models) - set(EFFORTS))
     if unknown or not all(models.values()):
@@ -387,3 +426,52 @@ def _daily_budgets(value: Any) -> dict[str, float]:
             raise ValueError(f"{board!r} is not a board name (or '*' for every board)")
         budgets[board] = _number(0, 1e9)(amount)
     return budgets
+
+
+#: What ``review`` may say besides a provider's name (``run/verifying.py``).
+REVIEW_OFF, REVIEW_AUTO = "off", "auto"
+
+
+def _per_board(value: Any, name: str, example: str) -> dict[str, Any]:
+    """A table of boards (``"*"``: every board without its own entry); a value that is
+    no table is every board's. From the environment: inline TOML."""
+    if isinstance(value, str) and value.strip().startswith(("{", "[")):
+        value = _toml_table(value, name, example)
+    if not isinstance(value, dict):
+        return {"*": value}
+    for board in value:
+        if board != "*" and not is_valid_name(board):
+            raise ValueError(f"{board!r} is not a board name (or '*' for every board)")
+    return dict(value)
+
+
+def _checks(value: Any) -> dict[str, list[str]]:
+    """Acceptance checks: shell commands run in a task's worktree after each completed
+    answer (``run/checks.py``), per board or for every board (a plain list)."""
+    boards = _per_board(value, "checks", '["pytest -q"] or {main = ["pytest -q"]}')
+    table: dict[str, list[str]] = {}
+    for board, commands in boards.items():
+        if isinstance(commands, str):
+            commands = [commands] if commands.strip() else []
+        if not isinstance(commands, list) or not all(
+            isinstance(item, str) and item.strip() and "\x00" not in item for item in commands
+        ):
+            raise ValueError(f"checks.{board}: expected a list of shell commands")
+        table[board] = list(commands)
+    return table
+
+
+def _review(value: Any) -> dict[str, str]:
+    """Who reviews a result whose checks passed: ``off``, ``auto`` (a provider other than
+    the implementer's) or a provider's name, per board or for every board."""
+    boards = _per_board(value, "review", '"auto" or {main = "auto"}')
+    return {board: review_choice(said) for board, said in boards.items()}
+
+
+def review_choice(value: Any) -> str:
+    """One review setting: ``off``, ``auto`` or a provider (a task's ``--review`` too)."""
+    text = _text(value).strip()
+    if text not in (REVIEW_OFF, REVIEW_AUTO, *PROVIDERS):
+        choices = ", ".join((REVIEW_OFF, REVIEW_AUTO, *PROVIDERS))
+        raise ValueError(f"review: expected one of {choices}, not {text!r}")
+    return text

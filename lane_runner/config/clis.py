@@ -29,8 +29,11 @@ def cli_sandbox(cfg: Config, provider: str) -> str | None:
 
 
 def isolation(cfg: Config) -> tuple[str, str]:
-    """The isolation that applies to real CLIs' attempts under ``cfg``, and why."""
-    return sandbox.choose(cfg.isolation, cfg.worker_user, sandbox.unavailable(cfg.worker_user))
+    """The isolation that applies to real CLIs' attempts under ``cfg``, and why; a pool
+    (``worker_users``) without ``worker_user`` is judged by its first user, as its runs
+    each work as one of them."""
+    user = cfg.worker_user or next(iter(cfg.worker_users), None)
+    return sandbox.choose(cfg.isolation, user, sandbox.unavailable(user))
 
 
 def sandboxed(cfg: Config) -> bool:

@@ -64,5 +64,7 @@ def parse(key: Key, raw: Any, where: str) -> Any:
     try:
         return key.parse(raw)
     except (ValueError, TypeError) as error:
+        if key.shown is not None:  # the value may hold a secret redaction cannot find
+            raise UsageError(f"bad value for {key.name} in {where}: {error}") from None
         shown = redact.text(f"{raw!r} ({error})")  # a bad board_url may hold a password
         raise UsageError(f"bad value for {key.name} in {where}: {shown}") from None

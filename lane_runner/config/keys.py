@@ -11,6 +11,7 @@ from typing import Any
 from lane_runner.config.checks import (
     _assignee,
     _boolean,
+    _checks,
     _choice,
     _cli_config,
     _cli_env,
@@ -22,6 +23,7 @@ from lane_runner.config.checks import (
     _integer,
     _ip_address,
     _isolation,
+    _listen,
     _models,
     _names,
     _number,
@@ -30,10 +32,13 @@ from lane_runner.config.checks import (
     _prices,
     _providers,
     _remote,
+    _review,
     _route_id,
     _router_url,
+    _user_names,
     _worker_env,
 )
+from lane_runner.config.people import _approval, _notify, _secret_file, shown_notify
 from lane_runner.names import PROVIDERS
 from lane_runner.providers import ADAPTERS, Provider
 
@@ -47,6 +52,9 @@ class Key:
     parse: Callable[[Any], Any]
     default: Any
     help: str
+    shown: Callable[[Any], Any] | None = None
+    """What ``config show`` and a refusal print of a value, where the value itself may
+    hold a secret no redaction can find (an Apprise URL's token in its path)."""
 
 
 def _cli_setting_keys(cli: Provider) -> tuple[Key, ...]:
@@ -154,6 +162,13 @@ KEYS: tuple[Key, ...] = (
     *(key for cli in ADAPTERS.values() for key in _cli_setting_keys(cli)),
     Key("simulate", _boolean, False, "run the bundled simulated CLIs instead of real ones"),
     Key("worker_user", _optional_text, None, "unprivileged user the CLIs run as when root"),
+    Key(
+        "worker_users",
+        _user_names,
+        (),
+        "a pool of unprivileged users, one per running slot, in place of worker_user: "
+        "two tasks running at once never share a user (docs/security.md)",
+    ),
     Key(
         "isolation",
         _isolation,
@@ -324,6 +339,51 @@ KEYS: tuple[Key, ...] = (
         "before_remove commands and a timeout",
     ),
     Key(
+        "checks",
+        _checks,
+        {},
+        "acceptance checks: shell commands run in the task's worktree after each completed "
+        "answer, a list for every board or per board ('*': every other); docs/verification.md",
+    ),
+    Key("check_turns", _integer(0, 20), 3, "failed-check turns fed back before blocked 'checks'"),
+    Key("check_timeout", _number(1, 86400), 600.0, "seconds one acceptance check may run"),
+    Key(
+        "review",
+        _review,
+        {},
+        "who reviews a result whose checks passed: off, auto (another provider than the "
+        "implementer's) or a provider; for every board or per board ('*': every other)",
+    ),
+    Key("review_rounds", _integer(0, 10), 2, "review rounds fed back before blocked 'review'"),
+    Key(
+        "notify",
+        _notify,
+        {},
+        "per board ('*': every other): Apprise urls, the events to send (done, blocked, "
+        "gave_up, review_requested, changes_requested, approval_needed, budget_spent, "
+        "breaker_tripped, not_claiming; default all) and not_claiming_minutes",
+        shown_notify,
+    ),
+    Key(
+        "notify_attempts",
+        _integer(1, 100),
+        8,
+        "sends of one notification tried (with a doubling backoff) before it is dropped",
+    ),
+    Key(
+        "approval",
+        _approval,
+        {},
+        "none, before_run or before_push for every board, or per board ('*': every other): "
+        "which runs and pushes wait for 'task approve'; a task's own setting wins",
+    ),
+    Key(
+        "approval_totp_file",
+        _secret_file,
+        None,
+        "a file holding a base32 TOTP secret: 'task approve' then needs --code; empty: none",
+    ),
+    Key(
         "delete_branches",
         _boolean,
         False,
@@ -375,6 +435,19 @@ KEYS: tuple[Key, ...] = (
         "address the metrics port binds: loopback, or 0.0.0.0 / :: in a pod",
     ),
     Key(
+        "web_listen",
+        _listen,
+        None,
+        "the web console in the daemon on HOST:PORT (127.0.0.1:8480); empty: off "
+        "(docs/console.md)",
+    ),
+    Key(
+        "web_token_file",
+        _optional_text,
+        None,
+        "file holding the web console's token (else LANE_RUNNER_WEB_TOKEN); controls need it",
+    ),
+    Key(
         "health_timeout",
         _number(1, 86400),
         120.0,
@@ -393,6 +466,9 @@ RESTART_KEYS = (
     "hermes_boards",
     "failure_limit",
     "worker_user",
+    "worker_users",
     "metrics_port",
     "metrics_address",
+    "web_listen",
+    "web_token_file",
 )

@@ -34,6 +34,9 @@ NOT_SETTINGS = (
     "LANE_RUNNER_NODE",
     "LANE_RUNNER_ATTEMPT",
 )
+#: Whole names of LANE_RUNNER_* variables that are not settings: the web console's token
+#: (a secret, never a setting ``config show`` would print; docs/console.md).
+NOT_SETTING_NAMES = ("LANE_RUNNER_WEB_TOKEN",)
 
 
 def default_home(environ: Mapping[str, str] = os.environ) -> Path:
@@ -110,7 +113,8 @@ def load(home: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
         values[name] = parse(KEYS_BY_NAME[name], raw, str(path))
         sources[name] = str(path)
     for variable, raw in environ.items():
-        if not variable.startswith(ENV_PREFIX) or variable.startswith(NOT_SETTINGS):
+        if (not variable.startswith(ENV_PREFIX) or variable.startswith(NOT_SETTINGS)
+                or variable in NOT_SETTING_NAMES):
             continue
         name = variable[len(ENV_PREFIX) :].lower()
         if name not in KEYS_BY_NAME:

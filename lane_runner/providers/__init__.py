@@ -11,6 +11,7 @@ from lane_runner.providers.adapter import Login, Provider, RunsAs
 from lane_runner.providers.environment import worker_environment
 from lane_runner.providers.model import Attempt, Classification, Progress, ProviderRequest
 from lane_runner.providers.proctree import user_ids
+from lane_runner.providers.reading import REVIEW_ANSWER, WORKER_ANSWER, AnswerShape
 from lane_runner.providers.registry import ADAPTERS, NAMES, adapter
 from lane_runner.providers.run import run_attempt
 from lane_runner.providers.usage import LimitNotice, UsageReport
@@ -18,6 +19,9 @@ from lane_runner.providers.usage import LimitNotice, UsageReport
 __all__ = [
     "ADAPTERS",
     "NAMES",
+    "REVIEW_ANSWER",
+    "WORKER_ANSWER",
+    "AnswerShape",
     "Attempt",
     "Classification",
     "LimitNotice",

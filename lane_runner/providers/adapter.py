@@ -24,9 +24,17 @@ from typing import Any, ClassVar, Protocol
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
 from lane_runner.providers.reading import Reading
 
-#: Runs one argv under the supervisor: the argv, and the result file the CLI writes
-#: its answer to (None: the answer arrives on the event stream only).
-RunOnce = Callable[[list[str], Path | None], Attempt]
+
+class RunOnce(Protocol):
+    """Runs one argv under the supervisor: the argv, the result file the CLI writes its
+    answer to (None: the answer arrives on the event stream only), and what it gets on
+    stdin (None: the request's prompt; a repair turn sends only its own words)."""
+
+    def __call__(
+        self, argv: list[str], result_file: Path | None, prompt: str | None = None
+    ) -> Attempt: ...
+
+
 #: Runs a short command (a login check) as the worker would: what it said first, its
 #: exit status (None: it did not end in time or could not start).
 RunCommand = Callable[[list[str]], tuple[str, int | None]]
@@ -82,6 +90,11 @@ class Provider(Protocol):
     @property
     def default_models(self) -> Mapping[str, str]:
         """The static policy's model per effort unless ``<name>_models`` says."""
+
+    def knows_model(self, model: str) -> bool:
+        """Whether this CLI runs ``model`` (its model flag takes it): its vendor's names,
+        for a task that pins its model (issue 42)."""
+        return model.startswith(self.model_prefix)
 
     @property
     def takes_config(self) -> bool:
@@ -170,6 +183,16 @@ class Provider(Protocol):
     def file_result(self, result_file: Path) -> dict[str, Any] | None:
         """The answer the CLI wrote to ``result_file``, if any (a CLI that writes none: None)."""
         return None
+
+    def observe_stderr(self, reading: Reading, line: str) -> None:
+        """Fold one line the CLI wrote on stderr into ``reading``: for a CLI whose only word
+        of a failing model API is a log line there while it retries for ever (opencode)."""
+        return None
+
+    def run_env(self, req: ProviderRequest) -> dict[str, str]:
+        """Variables the runner sets for each start of this CLI on top of ``req.env`` (its
+        posture: the deny list, no self-update); empty for a CLI told by its argv."""
+        return {}
 
     def attempt(self, req: ProviderRequest, run_once: RunOnce) -> Attempt:
         """One attempt with the CLI's session fallbacks (an unknown or taken session)."""
@@ -273,7 +296,11 @@ class CLIAdapter(Provider):
         then = self.session_fallbacks.get((resume, attempt.classification))
         if then is not None:
             retry = req.retry_result_file or _sibling(req.result_file, "fresh")
-            attempt = run_once(self._argv(req, then, retry, schema), self._answer_file(retry))
+            # A session lost on resume took what was new with it: the fresh one is told all.
+            prompt = req.whole_prompt if resume and not then else None
+            attempt = run_once(
+                self._argv(req, then, retry, schema), self._answer_file(retry), prompt
+            )
         if attempt.session_id is None and self.reserves_session:
             attempt.session_id = req.session_id
         return attempt

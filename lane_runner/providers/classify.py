@@ -83,6 +83,10 @@ def gave_up(signals: Signals) -> tuple[Classification, str] | None:
     last = signals.errors[-1] if signals.errors else ""
     if not GAVE_UP.match(last):
         return None
+    said = next((verdict for pattern, verdict in _PATTERNS if pattern.search(last)), None)
+    if said is Classification.CAPACITY:
+        # opencode, its quota spent, retries for ever: another provider can help now
+        return said, f"the CLI's service has nothing left to give: {last[:300]}"
     return Classification.AUTH, (
         "the CLI could not reach its service after its reconnects (offline, a proxy, or "
         f"not logged in: see 'lane-runner doctor'): {last[:300]}"
@@ -101,18 +105,26 @@ def _evidence(signals: Signals) -> Iterable[str]:
 def classify_failure(signals: Signals) -> tuple[Classification, str]:
     """Classify an attempt that did not produce an acceptable result: the first of
     ``ORDER`` whose words (shared, or an adapter's) the CLI said."""
-    texts = [text for text in _evidence(signals) if text]
-    for pattern, verdict in _PATTERNS:
-        for text in texts:
-            match = pattern.search(text)
-            if match:
-                return verdict, _line_around(text, match.start())
+    said = _words_said([text for text in _evidence(signals) if text])
+    if said is not None:
+        return said
     if signals.signal is not None:
         return Classification.KILLED_BY_SIGNAL, f"killed by signal {signals.signal}"
     detail = next((text for text in reversed(signals.errors) if not is_noise(text)), "")
     detail = detail or error_line(signals.stderr)
     reason = f"exit status {signals.exit_status}" + (f": {detail[:500]}" if detail else "")
     return Classification.FAILED, reason
+
+
+def _words_said(texts: list[str]) -> tuple[Classification, str] | None:
+    """The first of ``ORDER`` whose words one of ``texts`` says, with the line that says
+    them; None when none does."""
+    for pattern, verdict in _PATTERNS:
+        for text in texts:
+            match = pattern.search(text)
+            if match:
+                return verdict, _line_around(text, match.start())
+    return None
 
 
 def _line_around(text: str, offset: int) -> str:

@@ -71,39 +71,6 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 
 
-def argv(req: ProviderRequest, *, session_id: str, resume: bool, schema_text: str) -> list[str]:
-    """``--session-id`` on the first start of a reserved id, ``--resume`` after.
-
-    ``--disallowedTools`` is variadic, so it must be followed by another option,
-    never by a positional (the prompt comes on stdin anyway). ``--autocompact auto``
-    lets a long goal turn compact its context instead of failing at the window.
-    """
-    return [
-        str(req.executable),
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--json-schema",
-        schema_text,
-        "--model",
-        req.model,
-        "--effort",
-        req.effort,
-        "--dangerously-skip-permissions",
-        "--autocompact",
-        "auto",
-        "--settings",
-        str(req.settings_path),
-        *budget_flags(req.max_budget_usd),
-        "--disallowedTools",
-        *DENIED_TOOLS,
-        "--resume" if resume else "--session-id",
-        session_id,
-    ]
-
-
-
 def budget_flags(dollars: float | None) -> list[str]:
     """``--max-budget-usd`` for what is left of the task's budget: claude stops itself
     there, besides the runner's own watch of the spend."""
@@ -127,6 +94,33 @@ def _read_message(reading: Reading, event: dict[str, Any]) -> None:
                 str(block.get("text") or ""), reading.clock(), reading.zone, reading.limit
             )
             reading.limit = said or reading.limit
+
+
+def _read_result(reading: Reading, event: dict[str, Any]) -> None:
+    """The final ``result`` event: the attempt's usage, then its answer (the structured
+    output) or, when it is an error, its errors and a limit they may announce."""
+    reading.finished = True
+    report = result_usage_of(event, reading.session_id)
+    if report is not None:
+        reading.usage.append(report)
+    if event.get("is_error") is True:
+        _read_failure(reading, event)
+        return
+    reading.candidate = result_object(
+        event.get("structured_output"), reading.shape
+    ) or result_object(event.get("result"), reading.shape)
+    if reading.candidate is None:
+        reading.unanswered = NO_STRUCTURED_OUTPUT
+
+
+def _read_failure(reading: Reading, event: dict[str, Any]) -> None:
+    """An error ``result``: a usage limit its text announces, and every error it names."""
+    said = limit_of(str(event.get("result") or ""), reading.clock(), reading.zone, reading.limit)
+    reading.limit = said or reading.limit
+    reading.signals.result_is_error = True
+    for text in [event.get("result"), *(event.get("errors") or [])]:
+        if text:
+            reading.signals.add_error(str(text))
 
 
 def message_usage_of(message: dict[str, Any], session_id: str | None) -> UsageReport | None:
@@ -277,7 +271,35 @@ class Claude(CLIAdapter):
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
     ) -> list[str]:
-        return argv(req, session_id=str(req.session_id), resume=resume, schema_text=schema)
+        """``--session-id`` on the first start of a reserved id, ``--resume`` after.
+
+        ``--disallowedTools`` is variadic, so it must be followed by another option,
+        never by a positional (the prompt comes on stdin anyway). ``--autocompact auto``
+        lets a long goal turn compact its context instead of failing at the window.
+        """
+        return [
+            str(req.executable),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--json-schema",
+            schema,
+            "--model",
+            req.model,
+            "--effort",
+            req.effort,
+            "--dangerously-skip-permissions",
+            "--autocompact",
+            "auto",
+            "--settings",
+            str(req.settings_path),
+            *budget_flags(req.max_budget_usd),
+            "--disallowedTools",
+            *DENIED_TOOLS,
+            "--resume" if resume else "--session-id",
+            str(req.session_id),
+        ]
 
     def writable_homes(self, env: Mapping[str, str]) -> tuple[Path, ...]:
         """``CLAUDE_CONFIG_DIR`` (its sessions, login and state), else ``~/.claude`` and
@@ -301,36 +323,17 @@ class Claude(CLIAdapter):
         if isinstance(session_id, str) and session_id and reading.session_id is None:
             reading.session_id = session_id
         kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "api_retry":
-            return False
-        if kind == "assistant" and isinstance(event.get("error"), str):
-            reading.signals.add_error(event["error"])
+        if kind == "system":
+            return event.get("subtype") != "api_retry"
         if kind == "assistant":
+            if isinstance(event.get("error"), str):
+                reading.signals.add_error(event["error"])
             _read_message(reading, event)
-        if kind == "rate_limit_event":
+        elif kind == "rate_limit_event":
             reading.limit = rate_limit_of(event) or reading.limit
             return False
-        if kind == "result":
-            reading.finished = True
-            report = result_usage_of(event, reading.session_id)
-            if report is not None:
-                reading.usage.append(report)
-            if event.get("is_error") is True:
-                said = limit_of(
-                    str(event.get("result") or ""), reading.clock(), reading.zone, reading.limit
-                )
-                reading.limit = said or reading.limit
-            if event.get("is_error") is True:
-                reading.signals.result_is_error = True
-                for text in [event.get("result"), *(event.get("errors") or [])]:
-                    if text:
-                        reading.signals.add_error(str(text))
-            else:
-                reading.candidate = result_object(event.get("structured_output")) or result_object(
-                    event.get("result")
-                )
-                if reading.candidate is None:
-                    reading.unanswered = NO_STRUCTURED_OUTPUT
+        elif kind == "result":
+            _read_result(reading, event)
         return True
 
     def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
@@ -343,11 +346,7 @@ class Claude(CLIAdapter):
             return
         if kind not in ("assistant", "user"):
             return
-        message = event.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
+        for block in _blocks(event):
             if kind == "assistant" and block.get("type") == "tool_use":
                 tools.add(str(block.get("id")))
             elif kind == "user" and block.get("type") == "tool_result":
@@ -445,18 +444,18 @@ class Claude(CLIAdapter):
         )
 
     def speaks(self, event: dict[str, Any]) -> bool:
-        return event.get("type") in ("system", "result", "assistant", "user")
+        # every claude event names its session; gemini's ``result`` does not
+        return event.get("type") in ("system", "result", "assistant", "user") and (
+            "session_id" in event or "uuid" in event
+        )
 
     def describe(self, event: dict[str, Any]) -> str | None:
         """One event for people: messages part by part, tool calls to their target."""
         kind = event.get("type")
         if kind == "system":
-            if event.get("subtype") == "init":
-                return f"claude session {event.get('session_id')} ({event.get('model')})"
-            return f"system {event.get('subtype')}"
+            return _system_line(event)
         if kind == "result":
-            verdict = "FAILED" if event.get("is_error") else "done"
-            return f"result {verdict}: {shortened(event.get('result'))}"
+            return _result_line(event)
         message = event.get("message")
         if kind not in ("assistant", "user") or not isinstance(message, dict):
             return shortened(orjson.dumps(event).decode())
@@ -468,6 +467,28 @@ class Claude(CLIAdapter):
 
 
 
+def _blocks(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content blocks of an event's message; none when it has none."""
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [block for block in content if isinstance(block, dict)] if isinstance(
+        content, list
+    ) else []
+
+
+def _system_line(event: dict[str, Any]) -> str:
+    """A ``system`` event for people: the session and model it began, or its subtype."""
+    if event.get("subtype") == "init":
+        return f"claude session {event.get('session_id')} ({event.get('model')})"
+    return f"system {event.get('subtype')}"
+
+
+def _result_line(event: dict[str, Any]) -> str:
+    """The ``result`` event for people: done or failed, with its words."""
+    verdict = "FAILED" if event.get("is_error") else "done"
+    return f"result {verdict}: {shortened(event.get('result'))}"
+
+
 def _part(kind: str, part: dict[str, Any]) -> str | None:
     what = part.get("type")
     if what == "text":
@@ -475,14 +496,24 @@ def _part(kind: str, part: dict[str, Any]) -> str | None:
     if what == "thinking":
         return f"(thinking) {shortened(part.get('thinking'))}"
     if what == "tool_use":
-        arguments = mapping(part.get("input"))
-        target = arguments.get("command") or arguments.get("file_path") or arguments.get("pattern")
-        return f"tool {part.get('name')}: {shortened(target or orjson.dumps(arguments).decode())}"
+        return _tool_use_line(part)
     if what == "tool_result":
-        content = part.get("content")
-        size = len(content) if isinstance(content, str) else len(orjson.dumps(content))
-        return f"  -> tool result ({size} chars){' ERROR' if part.get('is_error') else ''}"
+        return _tool_result_line(part)
     return None if kind == "user" else f"{what}"
+
+
+def _tool_use_line(part: dict[str, Any]) -> str:
+    """A tool call for people: its tool and its command, file or pattern."""
+    arguments = mapping(part.get("input"))
+    target = arguments.get("command") or arguments.get("file_path") or arguments.get("pattern")
+    return f"tool {part.get('name')}: {shortened(target or orjson.dumps(arguments).decode())}"
+
+
+def _tool_result_line(part: dict[str, Any]) -> str:
+    """A tool's result for people: its size, and whether it is an error."""
+    content = part.get("content")
+    size = len(content) if isinstance(content, str) else len(orjson.dumps(content))
+    return f"  -> tool result ({size} chars){' ERROR' if part.get('is_error') else ''}"
 
 
 ADAPTER = Claude()

@@ -14,7 +14,7 @@ import logging
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,41 +117,6 @@ def _variables(table: Mapping[str, Any]) -> list[str]:
     return names + [value for value in headers.values() if isinstance(value, str)]
 
 
-def argv(req: ProviderRequest, *, thread_id: str | None, result_file: Path) -> list[str]:
-    """New thread with ``thread_id`` None, else ``exec resume``; prompt comes on stdin (``-``).
-
-    The operator's ``codex_config`` overrides come first, so the runner's own flags
-    (model, effort, schema, sandbox) are the ones codex keeps.
-
-    ``exec resume`` has no ``-C``: it runs in its working directory, which the
-    supervisor sets to the workspace for both forms. ``--dangerously-bypass-hook-trust``
-    lets the hooks a workspace enables run without a person persisting trust
-    first: nobody is there to answer, and the workspace is the task's own.
-    """
-    common = [
-        "--json",
-        *override_flags(req.config_overrides),
-        *sandbox_flags(req.sandbox),
-        "-m",
-        req.model,
-        "-c",
-        f'model_reasoning_effort="{req.effort}"',
-        "--output-schema",
-        str(req.schema_path),
-        "-o",
-        str(result_file),
-    ]
-    head = [
-        str(req.executable),
-        *bypass_flags(req.sandbox),
-        "--dangerously-bypass-hook-trust",
-        "exec",
-    ]
-    if thread_id:
-        return [*head, "resume", *common, thread_id, "-"]
-    return [*head, *common, "-C", str(req.workspace), "-"]
-
-
 def bypass_flags(mode: str | None) -> list[str]:
     """``bypass`` (or no choice): codex's sandbox and approvals both off, before ``exec``
     as the runner has always passed it."""
@@ -242,6 +207,103 @@ def limit_of(text: str, now: float, zone_name: str | None) -> LimitNotice | None
     )
     return LimitNotice(text[:500], moment)
 
+
+
+def _read_thread(reading: Reading, event: dict[str, Any]) -> bool:
+    """``thread.started``: the session to resume."""
+    thread_id = event.get("thread_id")
+    if isinstance(thread_id, str) and thread_id:
+        reading.session_id = thread_id
+    return True
+
+
+def _read_error(reading: Reading, event: dict[str, Any]) -> bool:
+    """``error``: one of codex's errors (a limit it may announce); not progress."""
+    message = str(event.get("message", ""))
+    reading.heard_error(message, limit_of(message, reading.clock(), reading.zone))
+    return False
+
+
+def _read_turn_failed(reading: Reading, event: dict[str, Any]) -> bool:
+    """``turn.failed``: the attempt is over, with its error (a limit it may announce)."""
+    error = event.get("error")
+    message = str((error.get("message") if isinstance(error, dict) else error) or "")
+    reading.heard_error(message or "turn failed",
+                        limit_of(message, reading.clock(), reading.zone))
+    reading.finished = True
+    return True
+
+
+def _read_turn_completed(reading: Reading, event: dict[str, Any]) -> bool:
+    """``turn.completed``: the attempt is over, with its usage; no final message is an
+    unanswered attempt."""
+    reading.finished = True
+    report = usage_of(event, reading.session_id, reading.model)
+    if report is not None:
+        reading.usage.append(report)
+    if reading.candidate is None:
+        reading.unanswered = NO_FINAL_MESSAGE
+    return True
+
+
+def _read_item(reading: Reading, event: dict[str, Any]) -> bool:
+    """Any other event: a completed agent message is the answer so far; an error item
+    (a warning, "Falling back from WebSockets...") is not work."""
+    item = event.get("item")
+    if not isinstance(item, dict):
+        return True
+    if item.get("type") == "error":
+        return False
+    if event.get("type") == "item.completed" and item.get("type") == "agent_message":
+        reading.candidate = result_object(item.get("text"), reading.shape) or reading.candidate
+    return True
+
+
+_READERS: dict[str, Callable[[Reading, dict[str, Any]], bool]] = {
+    "thread.started": _read_thread,
+    "error": _read_error,
+    "turn.failed": _read_turn_failed,
+    "turn.completed": _read_turn_completed,
+}
+"""How ``Codex.observe`` reads each event type; ``_read_item`` reads the rest."""
+
+
+def _turn_completed_line(event: dict[str, Any]) -> str:
+    usage = mapping(event.get("usage"))
+    tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
+    return f"turn completed ({tokens})"
+
+
+def _turn_failed_line(event: dict[str, Any]) -> str:
+    error = event.get("error")
+    said = error.get("message") if isinstance(error, dict) else error
+    return f"turn FAILED: {shortened(said)}"
+
+
+_EVENT_LINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "thread.started": lambda event: f"codex thread {event.get('thread_id')}",
+    "turn.completed": _turn_completed_line,
+    "turn.failed": _turn_failed_line,
+    "error": lambda event: f"error: {shortened(event.get('message'))}",
+}
+"""``Codex.describe``'s line for each event type other than a completed item."""
+
+_TEXT_ITEMS = {"agent_message": "codex: ", "reasoning": "(thinking) "}
+
+
+def _item_line(item: dict[str, Any]) -> str:
+    """A completed item for people: a command with its exit, the paths a change edited,
+    the agent's words or thinking, else the item's type and text."""
+    what = item.get("type")
+    if what == "command_execution":
+        return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
+    if what == "file_change":
+        changes = item.get("changes") or []
+        paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
+        return f"edit {shortened(paths)}"
+    if isinstance(what, str) and what in _TEXT_ITEMS:
+        return f"{_TEXT_ITEMS[what]}{shortened(item.get('text'))}"
+    return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
 
 
 class Codex(CLIAdapter):
@@ -346,46 +408,44 @@ class Codex(CLIAdapter):
     def argv(
         self, req: ProviderRequest, *, resume: bool, result_file: Path, schema: str
     ) -> list[str]:
-        return argv(req, thread_id=req.session_id if resume else None, result_file=result_file)
+        """A new thread, else ``exec resume`` of the session ``req`` names; the prompt
+        comes on stdin (``-``).
+
+        The operator's ``codex_config`` overrides come first, so the runner's own flags
+        (model, effort, schema, sandbox) are the ones codex keeps.
+
+        ``exec resume`` has no ``-C``: it runs in its working directory, which the
+        supervisor sets to the workspace for both forms. ``--dangerously-bypass-hook-trust``
+        lets the hooks a workspace enables run without a person persisting trust
+        first: nobody is there to answer, and the workspace is the task's own.
+        """
+        thread_id = req.session_id if resume else None
+        common = [
+            "--json",
+            *override_flags(req.config_overrides),
+            *sandbox_flags(req.sandbox),
+            "-m",
+            req.model,
+            "-c",
+            f'model_reasoning_effort="{req.effort}"',
+            "--output-schema",
+            str(req.schema_path),
+            "-o",
+            str(result_file),
+        ]
+        head = [
+            str(req.executable),
+            *bypass_flags(req.sandbox),
+            "--dangerously-bypass-hook-trust",
+            "exec",
+        ]
+        if thread_id:
+            return [*head, "resume", *common, thread_id, "-"]
+        return [*head, *common, "-C", str(req.workspace), "-"]
 
     def observe(self, reading: Reading, event: dict[str, Any]) -> bool:
         """Fold one event into ``reading``; True when it is meaningful progress."""
-        kind = event.get("type")
-        if kind == "thread.started":
-            thread_id = event.get("thread_id")
-            if isinstance(thread_id, str) and thread_id:
-                reading.session_id = thread_id
-            return True
-        if kind == "error":
-            message = str(event.get("message", ""))
-            reading.signals.add_error(message)
-            reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
-            return False
-        if kind == "turn.failed":
-            error = event.get("error")
-            message = str((error.get("message") if isinstance(error, dict) else error) or "")
-            reading.signals.add_error(message or "turn failed")
-            reading.limit = limit_of(message, reading.clock(), reading.zone) or reading.limit
-            reading.finished = True
-            return True
-        if kind == "turn.completed":
-            reading.finished = True
-            report = usage_of(event, reading.session_id, reading.model)
-            if report is not None:
-                reading.usage.append(report)
-            if reading.candidate is None:
-                reading.unanswered = NO_FINAL_MESSAGE
-            return True
-        item = event.get("item")
-        if isinstance(item, dict) and item.get("type") == "error":
-            return False  # a warning item ("Falling back from WebSockets..."): not work
-        if (
-            kind == "item.completed"
-            and isinstance(item, dict)
-            and item.get("type") == "agent_message"
-        ):
-            reading.candidate = result_object(item.get("text")) or reading.candidate
-        return True
+        return _READERS.get(str(event.get("type")), _read_item)(reading, event)
 
     def track_tools(self, tools: set[str], event: dict[str, Any]) -> None:
         """Keep ``tools`` the ids of the command executions begun and not yet completed: while
@@ -481,39 +541,17 @@ class Codex(CLIAdapter):
     def speaks(self, event: dict[str, Any]) -> bool:
         kind = event.get("type")
         return isinstance(kind, str) and (
-            kind.startswith(("thread.", "turn.", "item.")) or kind == "error"
+            kind.startswith(("thread.", "turn.", "item."))
+            or (kind == "error" and "timestamp" not in event)  # opencode's and gemini's have one
         )
 
     def describe(self, event: dict[str, Any]) -> str | None:
         """One event for people: tool calls to their command or path, markers to None."""
         kind = event.get("type")
-        item = mapping(event.get("item"))
-        if kind == "thread.started":
-            return f"codex thread {event.get('thread_id')}"
-        if kind == "turn.completed":
-            usage = mapping(event.get("usage"))
-            tokens = f"tokens in {usage.get('input_tokens')}, out {usage.get('output_tokens')}"
-            return f"turn completed ({tokens})"
-        if kind == "turn.failed":
-            error = event.get("error")
-            said = error.get("message") if isinstance(error, dict) else error
-            return f"turn FAILED: {shortened(said)}"
-        if kind == "error":
-            return f"error: {shortened(event.get('message'))}"
-        if kind != "item.completed":
-            return None
-        what = item.get("type")
-        if what == "command_execution":
-            return f"$ {shortened(item.get('command'))} (exit {item.get('exit_code')})"
-        if what == "file_change":
-            changes = item.get("changes") or []
-            paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
-            return f"edit {shortened(paths)}"
-        if what == "agent_message":
-            return f"codex: {shortened(item.get('text'))}"
-        if what == "reasoning":
-            return f"(thinking) {shortened(item.get('text'))}"
-        return f"{what}: {shortened(item.get('text') or item.get('message') or '')}"
+        if kind == "item.completed":
+            return _item_line(mapping(event.get("item")))
+        line = _EVENT_LINES.get(str(kind))
+        return line(event) if line is not None else None
 
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.providers.egress import Destination
+from lane_runner.providers.reading import WORKER_ANSWER, AnswerShape
 from lane_runner.providers.usage import LimitNotice, UsageReport
 
 
@@ -128,6 +129,12 @@ class ProviderRequest:
     """The task's worktree (``workspace`` may be a folder in it): writable in the sandbox."""
     egress_allow: tuple[Destination, ...] = ()
     """The hosts a sandboxed CLI may reach through the egress proxy (``egress.py``)."""
+    whole_prompt: str | None = None
+    """The prompt a new session needs when ``prompt`` is for a resumed one (only what is
+    new): what the fresh start after a lost session gets; None: ``prompt`` either way."""
+    answer: AnswerShape = WORKER_ANSWER
+    """The answer the attempt ends with: a worker's result, or a reviewer's verdict
+    (``schema_path`` is then that answer's wire schema)."""
 
 
 @dataclass
@@ -145,3 +152,6 @@ class Attempt:
     argv: list[str] = field(default_factory=list)
     limit: LimitNotice | None = None
     """A usage limit the CLI reported during the attempt, with its reset if it said one."""
+    repairable: bool = False
+    """The CLI ended its turn cleanly with no answer, or one the result schema refuses: a
+    CLI that has no schema flag is asked once more, in the same session (``prompted.py``)."""

@@ -120,7 +120,7 @@ def launch(
         raise
     if group is not None and run_as:
         group.adopt(process.pid)
-    return ProcessTree(process, token, group)
+    return ProcessTree(process, token, group, sealed=group is not None and not run_as)
 
 
 def children(pid: int) -> set[int]:
@@ -188,11 +188,19 @@ class ProcessTree:
     """The descendants of one worker root, identified by pidfd."""
 
     def __init__(
-        self, root: subprocess.Popen[bytes], token: str, group: AttemptGroup | None = None
+        self,
+        root: subprocess.Popen[bytes],
+        token: str,
+        group: AttemptGroup | None = None,
+        *,
+        sealed: bool = False,
     ) -> None:
         self._root = root
         self._token = f"{TOKEN_VARIABLE}={token}".encode()
         self._group = group
+        self._sealed = sealed
+        """The root was born inside ``group`` (the launcher moved itself in before its
+        exec), so every descendant is a member: an empty group is an empty tree."""
         self._pidfds: dict[int, int] = {}
         self._unpinned = 0
         """Descendants seen but not held: no descriptor was left for their pidfd."""
@@ -209,26 +217,34 @@ class ProcessTree:
         attempt token: descendants whose parents already died.
         """
         self._settle()
-        parents = [self._root.pid, *self._pidfds]
-        if self._group is not None:
-            # Members of the attempt's cgroup are its descendants whatever they did
-            # (setsid, double fork, a cleared environment): membership is inherited.
-            for pid in self._group.pids():
-                if pid != self._root.pid and pid not in self._pidfds and self._pin(pid):
-                    parents.append(pid)
+        parents = [self._root.pid, *self._pidfds, *self._members()]
         if adopt_orphans:
-            parents.extend(
-                pid
-                for pid in children(os.getpid())
-                if pid != self._root.pid and pid not in self._pidfds
-                and _carries_token(pid, self._token)
-                and self._track(pid, os.getpid())
-            )
+            parents.extend(self._orphans())
         while parents:
             parent = parents.pop()
             for pid in children(parent):
-                if pid != self._root.pid and pid not in self._pidfds and self._track(pid, parent):
+                if self._untracked(pid) and self._track(pid, parent):
                     parents.append(pid)
+
+    def _untracked(self, pid: int) -> bool:
+        return pid != self._root.pid and pid not in self._pidfds
+
+    def _members(self) -> list[int]:
+        """Members of the attempt's cgroup not yet tracked, now pinned: they are its
+        descendants whatever they did (setsid, double fork, a cleared environment),
+        as membership is inherited."""
+        if self._group is None:
+            return []
+        return [pid for pid in self._group.pids() if self._untracked(pid) and self._pin(pid)]
+
+    def _orphans(self) -> list[int]:
+        """This process's own children carrying the attempt token, now tracked:
+        descendants whose parents already died."""
+        me = os.getpid()
+        return [
+            pid for pid in children(me)
+            if self._untracked(pid) and _carries_token(pid, self._token) and self._track(pid, me)
+        ]
 
     def _open(self, pid: int) -> int | None:
         """A pidfd for ``pid``; None when it is gone or no descriptor is left for it."""
@@ -314,13 +330,25 @@ class ProcessTree:
             self._close_all()
 
     def _end(self, grace: float, poll: float) -> None:
+        if self._nothing_left():
+            # The common end of a git call: no walk of the daemon's children and no
+            # reading of their environments, which cost a quarter of a git call's CPU.
+            self._root.wait()
+            self._close_all()
+            if self._group is not None:
+                self._group.remove()
+            return
         self.refresh(adopt_orphans=True)
         self.signal(signal.SIGTERM)
         end = time.monotonic() + grace
+        walked = False
         while time.monotonic() < end and self._any_alive():
             time.sleep(poll)
             self.refresh(adopt_orphans=True)
-        self.refresh(adopt_orphans=True)
+            walked = True
+        if walked or self._pidfds:
+            # Only a tree that had something alive can have grown since the first walk.
+            self.refresh(adopt_orphans=True)
         if self._any_alive():
             self.signal(signal.SIGKILL)
         if self._group is not None:
@@ -335,6 +363,16 @@ class ProcessTree:
                 "those outside the process group may outlive the attempt",
                 self._unpinned,
             )
+
+    def _nothing_left(self) -> bool:
+        """The root has exited, nothing it started is held, and its sealed cgroup has no
+        member: every descendant would be a member (``sealed``), so none is left.
+        Never true without a sealed group: an orphan outside one is found only by the
+        walk."""
+        if not self._sealed or self._group is None or self._root.poll() is None:
+            return False
+        self._settle()
+        return not self._pidfds and not self._group.pids()
 
     def _any_alive(self) -> bool:
         return self._root.poll() is None or bool(self.living())

@@ -19,6 +19,29 @@ from lane_runner.providers.usage import LimitNotice, UsageReport
 RESULT_STATUSES = frozenset({"completed", "incomplete", "blocked"})
 
 
+@dataclass(frozen=True)
+class AnswerShape:
+    """Which answer an attempt ends with: a worker's result, or a reviewer's verdict
+    (docs/verification.md). The CLI is handed its wire schema; its answer is found in
+    the stream by ``key`` having one of ``values``, and validated against ``schema``."""
+
+    name: str  # in what people read: "worker result", "review"
+    schema: str
+    wire: str
+    key: str
+    values: frozenset[str]
+
+
+WORKER_ANSWER = AnswerShape(
+    "worker result", "worker-result.schema.json", "worker-result.wire.json", "status",
+    RESULT_STATUSES,
+)
+REVIEW_ANSWER = AnswerShape(
+    "review", "review-result.schema.json", "review-result.wire.json", "verdict",
+    frozenset({"approve", "request_changes"}),
+)
+
+
 @dataclass
 class Signals:
     """CLI-level evidence gathered while an attempt streamed."""
@@ -56,11 +79,22 @@ class Reading:
     """Usage the CLI reported and nobody has taken yet (``take_usage``)."""
     limit: LimitNotice | None = None
     """The latest usage limit the CLI reported, with its reset when it said one."""
+    said: list[str] = field(default_factory=list)
+    """The pieces of the model's message so far, for a CLI that streams it as deltas
+    (gemini): its adapter joins them when the turn ends."""
     zone: str | None = None
     """The CLI's local time zone (its ``TZ``; None: the host's), for reset times it
     prints without one."""
     clock: Callable[[], float] = time.time
     """The wall clock a reset time said without a date is the next one after."""
+    shape: AnswerShape = WORKER_ANSWER
+    """The answer this attempt ends with (a worker's result or a reviewer's verdict)."""
+
+    def heard_error(self, said: str, limit: LimitNotice | None) -> None:
+        """An error the CLI reported, and the usage limit it announced with it, if any
+        (the adapter's own reading of its words): a later error without one keeps it."""
+        self.signals.add_error(said)
+        self.limit = limit or self.limit
 
     def take_usage(self) -> list[UsageReport]:
         """The usage reported since the last call, each report handed over once."""
@@ -68,14 +102,15 @@ class Reading:
         return taken
 
 
-def result_object(value: object) -> dict[str, Any] | None:
-    """A worker-result-shaped object in ``value`` (a dict or JSON text), if any.
+def result_object(value: object, shape: AnswerShape = WORKER_ANSWER) -> dict[str, Any] | None:
+    """An object of ``shape`` (a worker's result by default) in ``value`` (a dict or JSON
+    text), if any.
 
     Agents sometimes wrap the JSON in prose or a code fence, so after the whole
     text fails to parse, the outermost ``{...}`` span is tried.
     """
     if isinstance(value, dict):
-        return value if value.get("status") in RESULT_STATUSES else None
+        return value if value.get(shape.key) in shape.values else None
     if not isinstance(value, str) or "{" not in value:
         return None
     for text in (value, value[value.find("{") : value.rfind("}") + 1]):
@@ -83,6 +118,6 @@ def result_object(value: object) -> dict[str, Any] | None:
             parsed = orjson.loads(text)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(parsed, dict) and parsed.get("status") in RESULT_STATUSES:
+        if isinstance(parsed, dict) and parsed.get(shape.key) in shape.values:
             return parsed
     return None

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from lane_runner.providers import claude, codex
+from lane_runner.providers import claude, codex, gemini, opencode
 from lane_runner.providers.adapter import Provider
 
 ADAPTERS: Mapping[str, Provider] = MappingProxyType(
-    {adapter.name: adapter for adapter in (codex.ADAPTER, claude.ADAPTER)}
+    {
+        adapter.name: adapter
+        for adapter in (codex.ADAPTER, claude.ADAPTER, opencode.ADAPTER, gemini.ADAPTER)
+    }
 )
 #: The providers' names, the default ``provider_preference`` first.
 NAMES: tuple[str, ...] = tuple(ADAPTERS)

@@ -10,6 +10,7 @@ after ``now`` when the words give no date.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -31,6 +32,28 @@ def zone(name: str | None) -> tzinfo | None:
         return None
 
 
+def _hour24(hour: int, meridiem: str | None) -> int | None:
+    """``hour`` on a 24-hour clock (``12am`` is 0, ``12pm`` 12); None when it is none."""
+    if meridiem is not None:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if meridiem.lower() == "pm" else 0)
+    return hour if 0 <= hour <= 23 else None
+
+
+def _on_date(
+    current: datetime, month: str, day: int, year: int | None, hour: int, minute: int
+) -> datetime:
+    """The time on the date given; a date without a year more than a day past is next
+    year's ("Jan 2" said on Dec 31). ValueError for a date that is none."""
+    number = MONTHS.index(month[:3].lower()) + 1
+    moment = current.replace(year=year or current.year, month=number, day=day,
+                             hour=hour, minute=minute, second=0, microsecond=0)
+    if year is None and moment < current - timedelta(days=1):
+        moment = moment.replace(year=moment.year + 1)
+    return moment
+
+
 def wall_time(
     now: float,
     where: tzinfo,
@@ -44,24 +67,37 @@ def wall_time(
 ) -> float | None:
     """The moment a clock in ``where`` shows the time given: on the date given, else the
     first such time after ``now``. None when the pieces are not a time."""
-    if meridiem is not None:
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if meridiem.lower() == "pm" else 0)
-    if not (0 <= hour <= 23 and 0 <= minute <= 59):
+    hour24 = _hour24(hour, meridiem)
+    if hour24 is None or not 0 <= minute <= 59:
         return None
     current = datetime.fromtimestamp(now, where)
     try:
         if month is not None and day is not None:
-            number = MONTHS.index(month[:3].lower()) + 1
-            moment = current.replace(year=year or current.year, month=number, day=day,
-                                     hour=hour, minute=minute, second=0, microsecond=0)
-            if year is None and moment < current - timedelta(days=1):
-                moment = moment.replace(year=moment.year + 1)  # "Jan 2" said on Dec 31
-            return moment.timestamp()
-        moment = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
+            return _on_date(current, month, day, year, hour24, minute).timestamp()
+        moment = current.replace(hour=hour24, minute=minute, second=0, microsecond=0)
     except ValueError:  # a day the month does not have, an unknown month
         return None
     if moment <= current:
         moment += timedelta(days=1)
     return moment.timestamp()
+
+
+#: A wait said as a span: "Please retry in 3h2m1s", "retry after 30 seconds",
+#: ``"retryDelay": "10921s"`` (Google's RetryInfo), "try again in 5 minutes".
+_DELAY = re.compile(
+    r"(?:retry|try again)\w*\"?\s*(?:in|after|:)\s*\"?(?P<span>(?:\d+(?:\.\d+)?\s*"
+    r"(?:h(?:ours?)?|m(?:in(?:utes?)?)?|s(?:ec(?:onds?)?)?)(?![a-z])\s*)+)",
+    re.I,
+)
+_PIECE = re.compile(r"(\d+(?:\.\d+)?)\s*([hms])", re.I)
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def after_delay(text: str, now: float) -> float | None:
+    """The moment a wait the words say as a span ends (``now`` plus the span), or None."""
+    found = _DELAY.search(text)
+    if found is None:
+        return None
+    span = sum(float(amount) * _SECONDS[unit.lower()]
+               for amount, unit in _PIECE.findall(found["span"]))
+    return now + span if span > 0 else None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner import clock
+from lane_runner.providers import worker_files
 from lane_runner.providers.adapter import Provider
 from lane_runner.providers.classify import classify_failure, gave_up
 from lane_runner.providers.model import Attempt, Classification, ProviderRequest
@@ -27,8 +28,6 @@ from schemas import first_error
 
 log = logging.getLogger(__name__)
 
-RESULT_SCHEMA = "worker-result.schema.json"
-
 
 def run_attempt(req: ProviderRequest) -> Attempt:
     """Run ``req`` with its provider's adapter; ValueError for a provider none has."""
@@ -36,19 +35,24 @@ def run_attempt(req: ProviderRequest) -> Attempt:
     if not req.simulated:
         try:
             cli.prepare(req)
+            if req.isolated:
+                worker_files.settle(cli.settled_files(req.env), req.run_as)
         except OSError as error:
             # Started without them, the CLI would run outside the posture docs/security.md
             # promises: the attempt is refused, and the runner falls back or waits.
             reason = f"{req.provider} cannot be started with the runner's deny list: {error}"
             return Attempt(Classification.MISCONFIGURED, reason, None, None, None, None, "")
-    return cli.attempt(req, lambda argv, result_file: _run(cli, req, argv, result_file))
+    def run_once(argv: list[str], result_file: Path | None, prompt: str | None = None) -> Attempt:
+        return _run(cli, req, argv, result_file, req.prompt if prompt is None else prompt)
+
+    return cli.attempt(req, run_once)
 
 
 def _run(
-    cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None
+    cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None, prompt: str
 ) -> Attempt:
     reading = Reading(session_id=req.session_id if req.resume else None, model=req.model,
-                      zone=req.env.get("TZ"), clock=clock.now)
+                      zone=req.env.get("TZ"), clock=clock.now, shape=req.answer)
 
     def on_event(event: dict[str, Any]) -> bool:
         before = reading.session_id
@@ -69,7 +73,7 @@ def _run(
                     started.argv,
                     cwd=req.workspace,
                     env=started.env,
-                    stdin=req.prompt.encode(),
+                    stdin=prompt.encode(),
                     task_log=task_log,
                     limits=Limits(
                         deadline=req.deadline,
@@ -89,6 +93,7 @@ def _run(
                     run_as=started.run_as,
                     on_progress=req.on_progress,
                     gave_up=lambda: gave_up(reading.signals),
+                    on_stderr=lambda line: cli.observe_stderr(reading, line),
                 ).run()
                 answer_file = started.outside(result_file) if result_file else None
                 file_answer = cli.file_result(answer_file) if answer_file else None
@@ -109,12 +114,13 @@ def _contained(
     cli: Provider, req: ProviderRequest, argv: list[str], result_file: Path | None
 ) -> Iterator[Started]:
     """How this start runs: in a sandbox of its own (``req.isolated``), else as it is."""
+    env = {**req.env, **cli.run_env(req)}
     if not req.isolated:
-        yield Started(argv, req.env, req.run_as)
+        yield Started(argv, env, req.run_as)
         return
     request = SandboxRequest(
         argv=argv,
-        env=req.env,
+        env=env,
         cwd=req.workspace,
         worktree=req.worktree or req.workspace,
         executable=req.executable,
@@ -157,7 +163,15 @@ def conclude(reading: Reading, ended: Ended, file_answer: dict[str, Any] | None)
         signal=ended.signal,
         session_id=reading.session_id,
         tail=ended.tail,
+        repairable=classification is Classification.FAILED and _ended_clean(reading, ended)
+        and not reading.signals.errors,
     )
+
+
+def _ended_clean(reading: Reading, ended: Ended) -> bool:
+    """The CLI ended its turn itself, well, and without saying it failed."""
+    ended_well = ended.exit_status == 0 or ended.closed_after_answer
+    return ended.stopped is None and ended_well and not reading.signals.result_is_error
 
 
 def _verdict(
@@ -167,16 +181,30 @@ def _verdict(
     with a schema-valid answer, then CLI-level failure signals. A CLI closed after its
     final answer ended cleanly: the answer is its last word, not the exit status."""
     if ended.stopped is not None:
-        return ended.stopped, ended.stop_reason, None
-    ended_well = ended.exit_status == 0 or ended.closed_after_answer
-    clean = ended_well and not reading.signals.result_is_error
+        return _stopped(reading, ended)
+    clean = _ended_clean(reading, ended)
     if clean and answer is not None:
-        problem = first_error(RESULT_SCHEMA, answer)
+        shape = reading.shape
+        problem = first_error(shape.schema, answer)
         if problem:
-            return Classification.FAILED, f"invalid worker result: {problem}", None
-        return Classification.OK, f"{answer['status']}: {str(answer['summary'])[:200]}", answer
+            return Classification.FAILED, f"invalid {shape.name}: {problem}", None
+        return Classification.OK, f"{answer[shape.key]}: {str(answer['summary'])[:200]}", answer
     if clean and not reading.signals.errors:
         why = reading.unanswered or "CLI ended cleanly without a structured result"
         return Classification.FAILED, why, None
     classification, reason = classify_failure(reading.signals)
     return classification, reason, None
+
+
+def _stopped(
+    reading: Reading, ended: Ended
+) -> tuple[Classification, str, dict[str, Any] | None]:
+    """A CLI the supervisor stopped. A stall whose CLI last said its service has nothing
+    left to give (opencode retries an exhausted quota for ever, printing only a log line)
+    is that capacity problem, not a stall the task is blamed for."""
+    assert ended.stopped is not None
+    if ended.stopped is Classification.STALLED and reading.signals.errors:
+        said, why = classify_failure(reading.signals)
+        if said is Classification.CAPACITY:
+            return said, f"{why} (then silent: {ended.stop_reason})", None
+    return ended.stopped, ended.stop_reason, None

@@ -5,8 +5,10 @@ namespaces of its own:
 
 - **mounts**: an empty root holding the system read-only (``/usr``, ``/etc`` and the
   merged-``/usr`` links), the CLI's own install read-only, the task's worktree and its
-  own git directory (``<common>/worktrees/<name>``) writable, the repository's shared
-  git directory (objects, refs, config, hooks) read-only, the CLI's config home
+  own git directory writable (a clone's ``.git``, ``run/taskgit.py``, with the
+  repository's object store it shares read-only, ``shared_objects``; for a linked
+  worktree an older runner made, ``<common>/worktrees/<name>`` writable and the
+  repository's shared git directory read-only), the CLI's config home
   writable (the adapter's ``writable_homes``: sessions, logins), and the files the
   runner hands the CLI (the wire schema, claude's settings) as read-only copies. A
   fresh ``/tmp``, ``/proc`` and ``/dev``. Nothing of the runner's home, the other
@@ -57,6 +59,8 @@ SYSTEM = ("/usr", "/etc")
 LINKED = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: The longest ``.git`` file or ``gitdir`` file read.
 GIT_FILE_LIMIT = 4096
+#: The most object stores a clone's ``alternates`` may name for the sandbox to mount.
+MAX_ALTERNATES = 4
 PROBE_TIMEOUT = 30.0
 _PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY",
                     "all_proxy")
@@ -227,6 +231,23 @@ def git_dirs(worktree: Path) -> GitDirs | None:
     return GitDirs(own, own.parent.parent)
 
 
+def shared_objects(worktree: Path) -> list[Path]:
+    """The object stores a task's clone (``run/taskgit.py``: its ``.git`` a directory)
+    reads through its ``objects/info/alternates``: the repository's, mounted read-only.
+    bwrap runs as the worker, so an alternate the task wrote there binds nothing the
+    worker could not read anyway; at most ``MAX_ALTERNATES`` absolute directories."""
+    dot_git = worktree / ".git"
+    if not dot_git.is_dir() or dot_git.is_symlink():
+        return []
+    try:
+        text = files.read_workers(dot_git / "objects" / "info" / "alternates", GIT_FILE_LIMIT)
+    except OSError:
+        return []
+    named = text[:GIT_FILE_LIMIT].decode("utf-8", "replace").splitlines()[:MAX_ALTERNATES]
+    return [Path(os.path.normpath(line)) for line in named
+            if os.path.isabs(line) and os.path.isdir(line)]
+
+
 @dataclass
 class Layout:
     """What one sandbox holds, by path (the same path inside as outside)."""
@@ -354,6 +375,7 @@ def _layout(request: Request, place: Path, owner: tuple[int, int] | None) -> Lay
     if dirs is not None:
         layout.readable.append(dirs.common)
         layout.writable.append(dirs.own)
+    layout.readable += shared_objects(request.worktree)
     layout.readable += [path for path in install_of(request.executable)
                         if not any(path.is_relative_to(s) for s in SYSTEM)]
     home = request.env.get("HOME")

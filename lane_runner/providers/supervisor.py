@@ -249,6 +249,51 @@ class _Prompt:
             log.debug("stdin already closed by the CLI")
 
 
+@dataclass(frozen=True)
+class _Pipes:
+    """The CLI's output pipes: which one is stdout (its events), and a line splitter
+    for each."""
+
+    stdout_fd: int
+    splitters: dict[int, LineSplitter]
+
+
+@dataclass
+class _Reading:
+    """Where one read loop stands: what stopped the CLI, whether it was closed after its
+    answer, when it exited, when the loop stops waiting for the pipes, and when the
+    process tree was last refreshed."""
+
+    stopped: tuple[Classification, str] | None = None
+    closed: bool = False
+    exited_at: float | None = None
+    give_up_at: float | None = None
+    refreshed: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.stopped is None and not self.closed and self.exited_at is None
+
+    def over(self, now: float, linger: float) -> bool:
+        """Whether the CLI's tree may be ended: stopped, closed, or exited and lingering."""
+        lingered = self.exited_at is not None and now - self.exited_at > linger
+        return bool(self.stopped or self.closed or lingered)
+
+
+def _register(selector: selectors.BaseSelector, pipes: _Pipes, prompt: _Prompt) -> None:
+    """Watch both output pipes (non-blocking, stdout widened) and, while the prompt is
+    not fully written, the CLI's stdin."""
+    for fd in pipes.splitters:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    _widen(pipes.stdout_fd)
+    prompt.feed()
+    if prompt.done:
+        prompt.close()
+    else:
+        selector.register(prompt.fd, selectors.EVENT_WRITE)
+
+
 class Supervisor:
     """One process run: spawn, stream, enforce limits, always leave no tree behind."""
 
@@ -269,6 +314,7 @@ class Supervisor:
         answered: Callable[[], bool] | None = None,
         gave_up: Callable[[], tuple[Classification, str] | None] | None = None,
         in_flight: Callable[[], bool] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -284,6 +330,7 @@ class Supervisor:
         self._answered = answered
         self._gave_up = gave_up  # the CLI said the attempt is over, though it runs on
         self._in_flight = in_flight  # one of the CLI's tool calls has begun and not ended
+        self._on_stderr = on_stderr  # the adapter reads what only its CLI's stderr says
         self._tail = Tail()
         self._stderr = Tail(limit=16 * 1024)
 
@@ -331,7 +378,7 @@ class Supervisor:
         clocks.cpu_seconds = tree.cpu_seconds() if self._limits.busy_cpu else None
         self._report(clocks, process.pid)
         stdout_fd, stderr_fd = process.stdout.fileno(), process.stderr.fileno()
-        splitters = {stdout_fd: LineSplitter(), stderr_fd: LineSplitter()}
+        pipes = _Pipes(stdout_fd, {stdout_fd: LineSplitter(), stderr_fd: LineSplitter()})
         heartbeat = _Heartbeat(
             self._heartbeat,
             self._limits.heartbeat_interval,
@@ -339,66 +386,78 @@ class Supervisor:
             lambda: self._report(clocks, None),
         )
         with selectors.DefaultSelector() as selector, heartbeat:
-            for fd in splitters:
-                os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            _widen(stdout_fd)
-            prompt.feed()
-            if prompt.done:
-                prompt.close()
-            else:
-                selector.register(prompt.fd, selectors.EVENT_WRITE)
-            stopped: tuple[Classification, str] | None = None
-            closed = False
-            exited_at: float | None = None
-            give_up_at: float | None = None
-            refreshed = 0.0
+            _register(selector, pipes, prompt)
+            reading = _Reading()
             while selector.get_map():
                 now = time.monotonic()
-                if give_up_at is not None and now > give_up_at:
+                if reading.give_up_at is not None and now > reading.give_up_at:
                     self._log.note("pipes still open after the tree was killed; stop reading")
                     break
-                if exited_at is None and process.poll() is not None:
-                    exited_at = now
-                if stopped is None and not closed and exited_at is None:
-                    stopped, closed = self._check_all(clocks, now, heartbeat.lost, tree)
-                if give_up_at is None and (
-                    stopped
-                    or closed
-                    or (exited_at is not None and now - exited_at > self._limits.linger)
-                ):
-                    tree.kill(self._limits.kill_grace)
-                    give_up_at = time.monotonic() + self._limits.linger
-                running = stopped is None and not closed and exited_at is None
+                self._watch(reading, process, tree, clocks, now, heartbeat.lost)
+                running = reading.running
                 wait = (
                     _next_wake(clocks, self._limits, now, self._tool_in_flight())
                     if running
                     else self._limits.tick
                 )
-                for key, _ in selector.select(wait):
-                    fd = int(key.fd)
-                    if fd == prompt.fd:
-                        prompt.feed()
-                        if prompt.done:
-                            selector.unregister(fd)
-                            prompt.close()
-                        continue
-                    data = os.read(fd, READ_SIZE)
-                    if not data:
-                        selector.unregister(fd)
-                        self._lines(splitters[fd].finish(), fd == stdout_fd, clocks)
-                    else:
-                        self._lines(splitters[fd].feed(data), fd == stdout_fd, clocks)
+                self._read_ready(selector, wait, prompt, pipes, clocks)
                 self._log.flush()
-                if running and now - refreshed >= self._limits.tick:
+                if running and now - reading.refreshed >= self._limits.tick:
                     # Descendants are tracked as they appear, at most once a tick; orphans
                     # of ones that died in between are re-parented to us and adopted by
                     # their token when the tree is killed.
                     tree.refresh()
-                    refreshed = now
-            if stopped is None and not closed and exited_at is None:
-                stopped, closed = self._await_exit(process, clocks, heartbeat.lost, tree)
-        return stopped, closed
+                    reading.refreshed = now
+            if reading.running:
+                reading.stopped, reading.closed = self._await_exit(
+                    process, clocks, heartbeat.lost, tree
+                )
+        return reading.stopped, reading.closed
+
+    def _watch(
+        self,
+        reading: _Reading,
+        process: subprocess.Popen[bytes],
+        tree: ProcessTree,
+        clocks: Clocks,
+        now: float,
+        lease_lost: threading.Event,
+    ) -> None:
+        """One look at the CLI: has it exited, has a limit stopped it; once it is over
+        (stopped, closed after its answer, or exited and lingering past ``linger``) its
+        tree is killed and the pipes get ``linger`` more to drain."""
+        if reading.exited_at is None and process.poll() is not None:
+            reading.exited_at = now
+        if reading.running:
+            reading.stopped, reading.closed = self._check_all(clocks, now, lease_lost, tree)
+        if reading.give_up_at is None and reading.over(now, self._limits.linger):
+            tree.kill(self._limits.kill_grace)
+            reading.give_up_at = time.monotonic() + self._limits.linger
+
+    def _read_ready(
+        self,
+        selector: selectors.BaseSelector,
+        wait: float,
+        prompt: _Prompt,
+        pipes: _Pipes,
+        clocks: Clocks,
+    ) -> None:
+        """Wait up to ``wait`` for the pipes; feed the prompt, hand each line read on."""
+        for key, _ in selector.select(wait):
+            fd = int(key.fd)
+            if fd == prompt.fd:
+                prompt.feed()
+                if prompt.done:
+                    selector.unregister(fd)
+                    prompt.close()
+                continue
+            data = os.read(fd, READ_SIZE)
+            if not data:
+                selector.unregister(fd)
+                lines = pipes.splitters[fd].finish()
+            else:
+                lines = pipes.splitters[fd].feed(data)
+            self._lines(lines, fd == pipes.stdout_fd, clocks)
 
     def _await_exit(
         self,
@@ -498,6 +557,8 @@ class Supervisor:
             self._stderr.extend(lines)
             for line in lines:
                 self._log.write_line(line, b"[stderr] ")
+                if self._on_stderr is not None:
+                    self._on_stderr(line.decode("utf-8", "replace"))
             return
         self._log.write_lines(lines)
         meaningful = False

@@ -1,4 +1,5 @@
-"""Files the runner puts in the worker user's own home (codex's rules file).
+"""Files the runner puts in the worker user's own home (codex's rules file, the CLIs'
+settled files).
 
 The worker's home is the worker's: a directory there may be a link the worker
 planted, and a directory the runner created as root would be root's, so codex could
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from lane_runner.providers.proctree import user_ids
@@ -28,12 +30,45 @@ _WRITER = (
 )
 
 
-def publish(path: Path, data: bytes, run_as: str | None) -> None:
+#: The child that makes each missing path of its arguments, as the worker: a name with a
+#: suffix (``settings.json``, ``config.toml``, ``CLAUDE.md``) an empty file (``{}`` for
+#: JSON, which the CLIs parse), any other name an empty folder (``hooks``, ``rules``).
+_SETTLER = """umask 077
+for p in "$@"; do
+  [ -e "$p" ] || [ -L "$p" ] && continue
+  mkdir -p -- "$(dirname -- "$p")" || exit 1
+  case "$(basename -- "$p")" in
+    *.json) printf '{}\\n' > "$p" && chmod 0644 "$p" ;;
+    *.*) : > "$p" && chmod 0644 "$p" ;;
+    *) mkdir -- "$p" ;;
+  esac || exit 1
+done"""
+
+
+def settle(paths: Sequence[Path], run_as: str | None) -> None:
+    """Each of ``paths`` (a CLI's settled files) that is missing made empty, as ``run_as``.
+
+    A sandbox binds what is there read-only and nothing where nothing is: a missing
+    ``config.toml`` or ``hooks`` in a home the CLI may write would be created by one task
+    and obeyed by the next CLI started as that worker. Made empty first, each is a
+    read-only mount in every sandbox. OSError as ``publish``'s."""
+    _run_as_worker(_SETTLER, [str(path) for path in paths], b"", run_as, "settle")
+
+
+def publish(path: Path, data: bytes, run_as: str | None, *, replace: bool = True) -> None:
     """``data`` at ``path``, written as ``run_as`` (None: the runner's own user);
-    OSError naming the path and what the child said when it could not."""
+    ``replace=False`` leaves whatever is already there (the check made as the worker
+    too). OSError naming the path and what the child said when it could not."""
+    writer = _WRITER if replace else f'[ -e "$1" ] || [ -L "$1" ] || {{ {_WRITER}; }}'
+    _run_as_worker(writer, [str(path)], data, run_as, f"write {path}")
+
+
+def _run_as_worker(
+    script: str, args: list[str], data: bytes, run_as: str | None, what: str
+) -> None:
     try:
         done = subprocess.run(
-            ["/bin/sh", "-c", _WRITER, "lane-runner", str(path)],
+            ["/bin/sh", "-c", script, "lane-runner", *args],
             input=data,
             capture_output=True,
             timeout=WRITE_TIMEOUT,
@@ -42,7 +77,7 @@ def publish(path: Path, data: bytes, run_as: str | None) -> None:
             **user_ids(run_as),
         )
     except subprocess.TimeoutExpired:
-        raise OSError(f"writing {path} took over {WRITE_TIMEOUT:g} s") from None
+        raise OSError(f"{what} took over {WRITE_TIMEOUT:g} s") from None
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise OSError(f"cannot write {path}: {said[-1] if said else done.returncode}")
+        raise OSError(f"cannot {what}: {said[-1] if said else done.returncode}")

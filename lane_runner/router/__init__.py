@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from lane_runner.config import Config
+from lane_runner.names import PROVIDERS
 from lane_runner.router.base import Router
 from lane_runner.router.errors import Cause, RoutingError
 from lane_runner.router.http import HttpRouter, http_client
@@ -35,14 +36,18 @@ __all__ = [
 ]
 
 
-def make_router(cfg: Config, cancel: threading.Event | None = None) -> Router:
+def make_router(
+    cfg: Config, cancel: threading.Event | None = None, usable: tuple[str, ...] = PROVIDERS
+) -> Router:
     """The HTTP router when ``router_url`` is set, else the embedded static policy.
 
     ``cancel`` is the daemon's shutdown event: setting it ends a routing call at once.
+    ``usable``: the providers whose CLI is installed, the ones a fallback goes to.
     """
     if cfg.router_url:
         routes = RouteIds(cfg.router_auto_route, cfg.router_manual_route, cfg.router_judge_route)
         return HttpRouter(
-            cfg.router_url, http_client(cfg), cfg.router_timeout, cancel=cancel, routes=routes
+            cfg.router_url, http_client(cfg), cfg.router_timeout, cancel=cancel, routes=routes,
+            usable=usable,
         )
-    return StaticPolicy(cfg)
+    return StaticPolicy(cfg, usable)

@@ -27,6 +27,11 @@ class Router(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def usable(self) -> tuple[str, ...]:
+        """The providers whose CLI this runner has: the ones a fallback goes to."""
+        ...
+
 
 def fallback_route(router: Router, context: str, failed: Route, reason: str) -> Route:
     """After a capacity or auth failure: the other provider at the same effort, saying why.
@@ -35,7 +40,7 @@ def fallback_route(router: Router, context: str, failed: Route, reason: str) -> 
     that failed; the failed provider is excluded so the router is told as well.
     """
     started = time.monotonic()
-    provider = other_provider(failed.provider)
+    provider = other_provider(failed.provider, router.usable)
     replacement = router.route(
         context,
         lane_assignee(provider, failed.effort),

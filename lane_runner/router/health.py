@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import orjson
 
@@ -89,12 +89,17 @@ class ProviderHealth:
             raise ValueError("authenticated and misconfigured must be booleans")
         if not isinstance(reason, str):
             raise ValueError("reason must be a string")
-        if isinstance(checked_at, bool) or not isinstance(checked_at, int | float):
+        if not _number(checked_at):
             raise ValueError("checked_at must be a number")
-        if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
+        if until is not None and not _number(until):
             raise ValueError("until must be a number or null")
         return cls(provider, state, authenticated, reason, float(checked_at), misconfigured,
                    None if until is None else float(until))
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number (a bool is no number, though Python's bool is an int)."""
+    return not isinstance(value, bool) and isinstance(value, int | float)
 
 
 def excluded_provider(healths: Iterable[ProviderHealth], now: float) -> tuple[str, str] | None:
@@ -151,7 +156,7 @@ def limit_wait(
     """When every provider in ``providers`` (those a task may use) is under a usage
     limit with a known reset: the earliest reset, and why the task waits for it.
     None when one of them may still be tried."""
-    limited = {h.provider: h for h in healths if h.until is not None and h.fresh(now)}
+    limited = _limited(healths, now)
     wanted = list(dict.fromkeys(providers))
     if not wanted or any(p not in limited for p in wanted):
         return None
@@ -159,6 +164,11 @@ def limit_wait(
     assert first.until is not None
     said = "; ".join(f"{p}: {limit_words(limited[p])}" for p in wanted)
     return first.until, f"waiting for a usage limit to reset ({said})"
+
+
+def _limited(healths: Iterable[ProviderHealth], now: float) -> dict[str, ProviderHealth]:
+    """The providers under a usage limit with a known reset, as their health says now."""
+    return {h.provider: h for h in healths if h.until is not None and h.fresh(now)}
 
 
 def health_file(directory: Path, provider: str) -> Path:

@@ -23,7 +23,7 @@ import orjson
 
 from lane_runner import redact
 from lane_runner.config import Config
-from lane_runner.names import parse_lane
+from lane_runner.names import PROVIDERS, parse_lane
 from lane_runner.router import deadline
 from lane_runner.router.base import fallback_route
 from lane_runner.router.errors import Cause, RoutingError
@@ -98,7 +98,9 @@ class HttpRouter:
         backoff: float = 0.5,
         cancel: threading.Event | None = None,
         routes: RouteIds = RouteIds(),  # noqa: B008 - frozen, shared
+        usable: tuple[str, ...] = PROVIDERS,
     ) -> None:
+        self.usable = usable
         self.url = redact.url(url)  # what messages and logs show
         self._endpoint = url  # what is posted to: its credentials stay here
         self._client = client
@@ -174,6 +176,12 @@ class HttpRouter:
     def close(self) -> None:
         self._client.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` ended its client: a reload closes the router it replaced
+        once no run holds it (``Services.let_go``)."""
+        return self._client.is_closed
+
     def _deadline(self) -> AbstractContextManager[deadline.Deadline]:
         return deadline.within(self._seconds, self._cancel)
 
@@ -181,7 +189,7 @@ class HttpRouter:
         self, context: str, selection: Selection, excluded: str, classifier: str, started: float
     ) -> Route:
         """The router picked the excluded provider anyway: keep its effort, change provider."""
-        provider = other_provider(excluded)
+        provider = other_provider(excluded, self.usable)
         replacement = self.route(context, lane_assignee(provider, selection.effort))
         return rerouted(
             replacement,

@@ -9,6 +9,7 @@ so they are tested as plain functions.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -94,10 +95,14 @@ def body_wins(header: Selection, body: Selection) -> bool:
     )
 
 
-def other_provider(provider: str) -> str:
+def other_provider(provider: str, usable: Collection[str] = PROVIDERS) -> str:
     """The provider a failing or excluded one hands over to: the next one in the
-    registry's order, round to the first (with two CLIs, the other one)."""
-    return PROVIDERS[(PROVIDERS.index(provider) + 1) % len(PROVIDERS)]
+    registry's order, round to the first, that is ``usable`` (its CLI is installed):
+    a host with codex and claude alone hands claude's tasks to codex, not to a CLI it
+    does not have. With none usable, the next one (its attempt then says why)."""
+    start = PROVIDERS.index(provider)
+    after = [PROVIDERS[(start + step) % len(PROVIDERS)] for step in range(1, len(PROVIDERS))]
+    return next((name for name in after if name in usable), after[0])
 
 
 def lane_assignee(provider: str, effort: str) -> str:

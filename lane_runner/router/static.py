@@ -23,7 +23,8 @@ CLASSIFIER = "static"
 class StaticPolicy:
     """Routes from ``<provider>_models``, ``provider_preference`` and ``default_effort``."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, usable: tuple[str, ...] = PROVIDERS) -> None:
+        self.usable = usable
         self._models: Mapping[str, Mapping[str, str]] = {
             provider: config.cli_models(cfg, provider) for provider in PROVIDERS
         }
@@ -49,7 +50,7 @@ class StaticPolicy:
             if exclude == self._order[0]:
                 reason = f"static policy: {skipped}; next preferred {provider} at {effort} effort"
         elif lane.provider == exclude:
-            provider = other_provider(lane.provider)
+            provider = other_provider(lane.provider, self.usable)
             reason = f"static policy: {assignee} names {skipped}; {provider} at the same effort"
         else:
             provider = lane.provider

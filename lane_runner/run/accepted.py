@@ -8,10 +8,11 @@ by its commit on the branch (``undelivered``), is delivered the same way, as thi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from journal import FinalizeOutcome
-from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.base import BoardUnavailable, ReviewColumn
 from lane_runner.board.model import BlockKind, Outcome
 from lane_runner.errors import NotFound
 from lane_runner.router import Route
@@ -24,6 +25,8 @@ from lane_runner.run.notebook import Notebook
 from lane_runner.run.spending import Spending
 from lane_runner.service import metrics
 
+log = logging.getLogger(__name__)
+
 
 class Accepted:
     def __init__(
@@ -33,15 +36,22 @@ class Accepted:
         self.c, self.notebook, self.spending = claimed, notebook, spending
         self.lease, self.endings = lease, endings
 
-    def accept(self, answer: dict[str, Any], route: Route, verdict: dict[str, Any]) -> RunReport:
+    def accept(
+        self, answer: dict[str, Any], route: Route, verdict: dict[str, Any],
+        verification: dict[str, Any] | None = None,
+    ) -> RunReport:
         """The accepted answer, its artifacts resolved and cut to fit, is kept in the lane
         state before its commit is made, so a run after a crash finds that commit again
-        instead of making a second one."""
+        instead of making a second one. ``verification``: its checks' and review's
+        evidence (``run/verifier.py``), kept in its metadata."""
         c = self.c
         result = dict(answer)
         result["artifacts"] = workspace.artifacts(c.worktree, result["artifacts"], base=c.cwd)
         result = fit.fitted(result, c.task.board)
-        c.state.accept(result, self._completion_metadata(result, route, verdict))
+        metadata = self._completion_metadata(result, route, verdict)
+        if verification is not None:
+            metadata["verification"] = verification
+        c.state.accept(result, metadata)
         self.notebook.save()
         return self.deliver()
 
@@ -70,7 +80,10 @@ class Accepted:
                 RunEnd.PENDING, "the board is unavailable; recovery will commit", provider
             )
         if outcome is FinalizeOutcome.COMMITTED:
-            self._follow_up(result["summary"], metadata.get("delivery"))
+            try:
+                self._follow_up(result["summary"], metadata.get("delivery"))
+            finally:
+                self._release_hold()
         return c.report(RunEnd(outcome.value), result["summary"], provider)
 
     def _commit(self, accepted: Delivery) -> delivery.Delivered | RunReport:
@@ -78,14 +91,15 @@ class Accepted:
         when git will not have it there."""
         c = self.c
         try:
-            branchhead.bring_back(c.worktree, c.branch, c.cfg.worker_user)
+            branchhead.bring_back(c.worktree, c.branch, c.settings.worker.user)
             return delivery.deliver(
                 c.worktree,
                 c.branch,
                 c.state.base,
                 self._facts(accepted),
-                delivery.Author.of(c.cfg.commit_author),
-                c.cfg.worker_user,
+                delivery.Author.of(c.settings.commit_author),
+                c.settings.worker.user,
+                staged=c.staged,
             )
         except branchhead.HeadElsewhere as error:
             return self.endings.block(
@@ -111,7 +125,21 @@ class Accepted:
         notes = followup.Notes(
             self.notebook.say, lambda: [comment.body for comment in c.board.comments(c.task.id)]
         )
-        followup.follow_up(c.cfg, facts, delivered, notes, c.s.cancel, steps)
+        followup.follow_up(
+            c.cfg, facts, delivered, notes, c.s.cancel, steps,
+            lambda: c.board.get_task(c.task.id),
+        )
+
+    def _release_hold(self) -> None:
+        """A result sent to a host's review column is held there while its follow-ups run
+        (``ReviewColumn.release_hold``); they ended, so the reviewer may start."""
+        c = self.c
+        if not isinstance(c.board, ReviewColumn):
+            return
+        try:
+            c.board.release_hold(c.task.id, c.run.id)
+        except BoardUnavailable as error:  # the hold expires with the run's lease
+            log.info("task %s: review hold not released now (%s)", c.task.id, error)
 
     def _facts(self, accepted: Delivery) -> delivery.Facts:
         route = accepted.metadata["route"]
@@ -184,7 +212,7 @@ class Accepted:
         if not c.on_branch:
             return False
         found = undelivered.on_branch(
-            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.cfg.worker_user,
+            c.board, c.worktree, c.task.board, c.task.id, c.run.id, c.settings.worker.user,
         )
         if found is None:
             return False

@@ -1,21 +1,20 @@
-"""The task's branch written into its new worktree, without the repository's filters.
+"""The task's branch written into its new clone, without the repository's filters.
 
-``git worktree add`` checks the branch out through the smudge filters the attributes
-name and the repository's configuration defines, and runs its ``post-checkout`` hook: code
-any task of the repository can plant for the next one's checkout (issue 47). So the
-runner adds the worktree with ``--no-checkout`` (``ADD``), locked with the reason git
-itself gives an add in progress (``initializing``: a runner killed before the files are
-written leaves a worktree that ``interrupted.unfinished`` names, made afresh at the next
-run), writes the files (``write``) and only then unlocks it.
+A checkout runs the smudge filters the attributes name and the configuration defines,
+and the ``post-checkout`` hook: code a task could plant for the next one's checkout
+(issue 47). So the runner clones with ``--no-checkout`` (``run/taskgit.py``) and writes
+the files itself (``write``), before the clone is renamed into place: a runner killed
+before they are written leaves no worktree missing files.
 
 The files are written by ``git read-tree -m -u`` against a git directory of the runner's
 own (``_shadow``: created for the call, not writable by the worker): its configuration
 is empty, so whatever filter an attribute names has no driver, and no hook or fsmonitor
-is set; the objects are the repository's (``GIT_OBJECT_DIRECTORY``) and the index is the
-worktree's (``GIT_INDEX_FILE``). git's own conversions an attribute asks for (``eol``,
-``working-tree-encoding``) still apply: they run no program. A repository that relies on
-a filter (Git LFS) gets its blobs as they are stored (the LFS pointers), and the runner's
-staging (``run/snapshot.py``) commits them as they are.
+is set; the objects are the clone's (``GIT_OBJECT_DIRECTORY``, with the repository's
+through its alternates) and the index is the clone's (``GIT_INDEX_FILE``). git's own
+conversions an attribute asks for (``eol``, ``working-tree-encoding``) still apply: they
+run no program. A repository that relies on a filter (Git LFS) gets its blobs as they
+are stored (the LFS pointers), and the runner's staging (``run/snapshot.py``) commits
+them as they are.
 """
 
 from __future__ import annotations
@@ -26,15 +25,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from lane_runner.run import git, interrupted
-
-#: ``git worktree add`` as the runner runs it: no checkout, locked until ``write`` is done.
-ADD = ("worktree", "add", "--no-checkout", "--lock", "--reason", interrupted.INITIALIZING)
+from lane_runner.run import git
 
 
 def write(worktree: Path, owner: str | None) -> subprocess.CompletedProcess[str]:
-    """Write HEAD's files into the new ``worktree`` and its index, then unlock it; git's
-    result (a failure leaves the worktree locked, so it is made afresh)."""
+    """Write HEAD's files into the new ``worktree`` and its index; git's result."""
     said = git.run("rev-parse", "--show-object-format", "--path-format=absolute",
                    "--git-path", "index", "--git-path", "objects", "HEAD",
                    cwd=worktree, owner=owner)
@@ -49,9 +44,7 @@ def write(worktree: Path, owner: str | None) -> subprocess.CompletedProcess[str]
                           cwd=worktree, owner=owner, env=env)
     finally:
         shutil.rmtree(shadow, ignore_errors=True)
-    if written.returncode != 0:
-        return written
-    return git.run("worktree", "unlock", str(worktree.absolute()), cwd=worktree, owner=owner)
+    return written
 
 
 def _shadow(object_format: str) -> Path:

@@ -6,10 +6,14 @@ The rooms of a run (``goal``, ``attempt``, ``routing``, ``lease``, ``endings``,
 ``accepted``, ``spending``, ``notebook``, ``workplace``) share this record instead of
 one object holding every step; each keeps the few facts only it changes.
 
-A run's settings are the ``Config`` in force when it was claimed (``cfg``): a reload
-(SIGHUP, or the configuration file's change) swaps ``Services.cfg`` for the claims after
-it, and the rooms read ``cfg`` here, so one run never mixes two configurations
-(docs/configuration.md, "What a reload changes").
+A run's settings are the ``Config`` in force when it was claimed (``cfg``), its typed
+slices (``settings``, ``run/slices.py``) and the router, the judge and the CLIs built
+from it (``tools``): a reload (SIGHUP, or the configuration file's change) swaps
+``Services.cfg`` and its tools for the claims after it, and the rooms read ``settings``,
+``cfg`` and ``tools`` here, so one run never mixes two configurations; what a reload
+does change under it is ``slices.READ_LIVE`` (docs/configuration.md, "What a reload
+changes"). A room reads ``settings``; ``cfg`` is left to the policies that resolve
+per board and per provider (the workflow, the review's route, a CLI's plan).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from pathlib import Path
 from lane_runner.board.base import Board
 from lane_runner.board.model import Claim, Run, Task
 from lane_runner.config import Config
-from lane_runner.run import lanestate, workspace
-from lane_runner.service.services import Services
+from lane_runner.run import lanestate, snapshot, workspace
+from lane_runner.run.slices import RunSettings
+from lane_runner.service.services import Services, Tools
 
 
 class RunEnd(enum.StrEnum):
@@ -44,6 +49,7 @@ class RunEnd(enum.StrEnum):
     RETRY = "retry"  # a counted failure, back to ready
     ABANDON = "abandon"  # left claimed (shutdown, lease lost, board away)
     STOPPED = "stopped"  # an operator's task stop
+    REVIEWED = "reviewed"  # a host's review run ended in a verdict
 
 
 @dataclass
@@ -60,10 +66,13 @@ class RunReport:
 class Claimed:
     """The run's facts; ``worktree``, ``cwd``, ``branch`` and ``on_branch`` are set once its
     workspace is prepared, ``turn_begun`` by the goal loop. ``cfg`` is the configuration
-    the run was claimed under, the one its rooms read to its end."""
+    the run was claimed under, ``settings`` its slices the rooms read to its end, and
+    ``tools`` the router, judge and CLIs built from it."""
 
     s: Services
     cfg: Config
+    settings: RunSettings
+    tools: Tools
     task: Task
     run: Run
     board: Board
@@ -73,17 +82,24 @@ class Claimed:
     worktree: Path = Path()
     cwd: Path = Path()  # where the CLI works (in the worktree)
     branch: str = ""  # the task's branch as git has it (it may differ from the default name)
-    on_branch: bool = False  # the worktree is ours, on the task's branch (not a hosted one)
+    on_branch: bool = False  # on the task's branch (ours, or the one a host names): commit there
     turn_begun: bool = False  # a goal turn of this run has begun (a cooldown gives it back)
+    staged: snapshot.Staged | None = None  # the reviewer's staging, for the result's commit
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def of(cls, services: Services, claim: Claim, cfg: Config) -> Claimed:
+    def of(
+        cls, services: Services, claim: Claim, cfg: Config, tools: Tools | None = None
+    ) -> Claimed:
+        """``tools``: the ones held for the run at its claim; by default those in force."""
         task = claim.task
-        max_runtime = task.max_runtime or cfg.max_runtime
+        settings = RunSettings.of(cfg)
+        max_runtime = task.max_runtime or settings.max_runtime
         return cls(
             services,
             cfg,
+            settings,
+            tools or services.tools(),
             task,
             claim.run,
             services.store.board(task.board),

@@ -26,7 +26,8 @@ shared ledger, and the home's records past ``usage_retention_days`` that the boa
 go (``usage/share.py``), on every kind of board.
 
 A blocked task keeps everything for whoever unblocks it; a task not done is not
-looked at. Hosted boards' workspaces are the host's (Hermes): not touched.
+looked at. Hosted boards' workspaces are the host's (Hermes): never removed; only a
+result's owed follow-ups run there (``run/hostedfollow.py``).
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ from lane_runner.run import (
     followup,
     git,
     hooks,
+    hostedfollow,
     keeping,
     lanestate,
+    taskgit,
     undelivered,
     workspace,
 )
 from lane_runner.run.stage import Stage
+from lane_runner.service import approvals, workerpool
 from lane_runner.service.services import Services
 from lane_runner.usage import share
 
@@ -118,6 +122,7 @@ def sweep(
                 board = services.store.board(slug)
                 report.usage_dropped += _settle_usage(services, board, now)
                 if isinstance(board, HostedBoard):
+                    report.followed_up += hostedfollow.follow_up_all(services, board)
                     continue
                 finished = _finished(board)
                 lanes = services.home.lane_dir(slug)
@@ -180,6 +185,7 @@ class Tidy:
         self.policy, self.now = policy, now
         self.name = f"{task.board}/{task.id}"
         self.worktree = services.home.worktree(task.board, task.id)
+        self.owner = workerpool.owner_of(self.worktree, services.cfg)  # who its git runs as
         self.lanes_dir = services.home.lane_dir(task.board)
         self.state: lanestate.LaneState | None = None
         if lanestate.path_for(self.lanes_dir, task.id).exists():
@@ -196,6 +202,9 @@ class Tidy:
             owed = False
         if not self.worktree.is_dir():
             return True
+        if approvals.push_gate(self.s.cfg, self.task) is approvals.PushGate.WAIT:
+            self.report.kept[self.name] = "its push and after_done wait for approval"
+            return False
         expired = self._done_at() + self.policy.max_age_seconds <= self.now
         if owed and not expired:
             self.report.kept[self.name] = "its push and after_done hook have not run yet"
@@ -241,7 +250,10 @@ class Tidy:
         notes = followup.Notes(
             self._say, lambda: [c.body for c in self.board.comments(self.task.id)]
         )
-        if followup.follow_up(self.s.cfg, facts, delivered, notes, self.s.cancel, steps):
+        if followup.follow_up(
+            self.s.cfg, facts, delivered, notes, self.s.cancel, steps,
+            lambda: self.board.get_task(self.task.id),
+        ):
             self.report.followed_up.append(self.name)  # else the next sweep runs the rest
 
     def _delivered(self) -> dict[str, Any] | None:
@@ -265,7 +277,7 @@ class Tidy:
     def _would_lose(self, expired: bool) -> bool:
         """Whether removing the worktree would lose work (``run/keeping.py``): then it is
         kept, whatever its age, and named (past ``retention_days``, for ``doctor`` too)."""
-        lost = keeping.would_lose(self.worktree, self.s.cfg.worker_user)
+        lost = keeping.would_lose(self.worktree, self.owner)
         if lost is None:
             return False
         self.report.kept[self.name] = (
@@ -278,19 +290,19 @@ class Tidy:
 
     def _result_off_its_branch(self) -> str | None:
         """Why the result's commit may not be on its branch yet; None when it is."""
-        owner = self.s.cfg.worker_user
+        owner = self.owner
         delivered = self._delivered() or {}
         commit, branch = delivered.get("head"), delivered.get("branch")
         if not commit or not branch:
             return None  # clean, and no commit to look for: nothing would be lost
         held = git.run("merge-base", "--is-ancestor", commit, f"refs/heads/{branch}",
-                       cwd=self.worktree, owner=owner)
+                       cwd=taskgit.branches_of(self.worktree), owner=owner)
         if held.returncode != 0:
             return f"branch {branch} does not hold the result's commit {commit[:12]}"
         return None
 
     def _remove(self, *, force: bool) -> bool:
-        owner = self.s.cfg.worker_user
+        owner = self.owner
         facts = hooks.Facts(
             board=self.task.board,
             task_id=self.task.id,
@@ -320,19 +332,21 @@ class Tidy:
 
     def _branch(self) -> str | None:
         said = git.run("symbolic-ref", "--quiet", "--short", "HEAD",
-                       cwd=self.worktree, owner=self.s.cfg.worker_user)
+                       cwd=self.worktree, owner=self.owner)
         return said.stdout.strip() if said.returncode == 0 else None
 
     def _repository(self) -> Path | None:
         """The repository's common directory: its branches, once the worktree is gone."""
+        if taskgit.is_clone(self.worktree):
+            return taskgit.repository_of(self.worktree)
         said = git.run("rev-parse", "--path-format=absolute", "--git-common-dir",
-                       cwd=self.worktree, owner=self.s.cfg.worker_user)
+                       cwd=self.worktree, owner=self.owner)
         return Path(said.stdout.strip()) if said.returncode == 0 and said.stdout.strip() else None
 
     def _delete_branch(self, repository: Path, branch: str) -> None:
         """Delete ``branch`` only where its commits live on: merged into the repository's
         HEAD, or on ``push_remote``'s remote-tracking branch."""
-        owner = self.s.cfg.worker_user
+        owner = self.owner
         ref = f"refs/heads/{branch}"
         homes = ["HEAD", f"refs/remotes/{self.s.cfg.push_remote}/{branch}"]
         if not any(

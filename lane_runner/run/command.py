@@ -101,6 +101,14 @@ def supervised(supervision: Supervision) -> Iterator[None]:
         _bound.supervision = previous
 
 
+@contextmanager
+def also_ended_by(cancel: threading.Event) -> Iterator[None]:
+    """Commands this thread runs meanwhile end at ``cancel`` too (a run's own event: an
+    operator's ``task stop`` as well as the shutdown), with the markers they had."""
+    with supervised(Supervision(cancel, _bound.supervision.markers)):
+        yield
+
+
 class _Ending(enum.Enum):
     EXITED = "exited"
     LATE = "late"

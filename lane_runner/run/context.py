@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from lane_runner import display, redact
 from lane_runner.board.model import Comment, Task
@@ -53,6 +55,68 @@ def worker_prompt(context: str, handoff: str = "", continuation: str = "") -> st
     parts.append(OPERATING_RULES)
     parts.append(RESULT_INSTRUCTIONS)
     return "\n\n".join(parts)
+
+
+#: What a resumed session is told when nothing new is to be said: the run that asked it
+#: before ended (a restart, a usage limit that has reset, a cooldown) and this one carries on.
+CARRY_ON = (
+    "Your work on this task was interrupted (the runner restarted, or a usage limit has "
+    "reset). Reinspect the workspace, finish the outstanding work and answer again."
+)
+
+
+#: The dry run's placeholder for what a resumed turn is told.
+WHAT_IS_NEW = "<the check's output, the reviewer's findings or why the answer was not accepted>"
+
+
+def resumed_prompt(continuation: str, handoff: str = "") -> str:
+    """The prompt for a turn in a session that already holds the task and the rules: only
+    what is new (the handoff, the check's output, the findings, the reason), and the answer
+    contract again, which a resumed CLI's answer is read by.
+
+    Every goal turn once resent the whole task context; a resumed session has it in its
+    history, and paying for it again each turn is the model's bill, not the runner's.
+    """
+    parts = []
+    if handoff:
+        parts.append("## Handoff\n" + handoff)
+    parts.append("## Continue\n" + (continuation or CARRY_ON))
+    parts.append(RESULT_INSTRUCTIONS)
+    return "\n\n".join(parts)
+
+
+def told(context: str) -> str:
+    """What a session was told, as the lane state keeps it: a digest of the task context.
+    A resumed session gets only what is new while the task's context is what it was told;
+    a body edited or a comment added since gets it whole again."""
+    return hashlib.sha256(context.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """One turn's prompt for a new session (``whole``) and for a resumed one (``resumed``,
+    None: the whole prompt either way, as a reviewer's), and the digest of the context."""
+
+    whole: str
+    resumed: str | None = None
+    context: str = ""
+
+    def chosen(self, resume: bool, told: str | None) -> tuple[str, str | None]:
+        """(what the start is given, what a fresh session after a lost one would be): a
+        resumed session that was ``told`` this context gets only what is new, and the
+        whole prompt is kept for the fresh one; any other start gets the whole prompt."""
+        if resume and self.resumed is not None and self.context and told == self.context:
+            return self.resumed, self.whole
+        return self.whole, None
+
+
+def turn_prompts(context: str, handoff: str = "", continuation: str = "") -> Prompts:
+    """A goal turn's prompts: the whole one, and what a session told ``context`` gets."""
+    return Prompts(
+        worker_prompt(context, handoff, continuation),
+        resumed_prompt(continuation, handoff),
+        told(context),
+    )
 
 
 #: How much of the previous failure's words the next attempt is told.

@@ -34,7 +34,7 @@ import orjson
 
 from lane_runner.errors import LaneRunnerError
 from lane_runner.router.route import bounded
-from lane_runner.run import git, gitlock, snapshot
+from lane_runner.run import git, gitlock, snapshot, taskgit
 
 log = logging.getLogger(__name__)
 TASK_TRAILER = "Lane-Task"
@@ -224,15 +224,25 @@ def deliver(
     facts: Facts,
     author: Author,
     owner: str | None = None,
+    staged: snapshot.Staged | None = None,
 ) -> Delivered:
     """The result as a commit on ``branch``: found again when a crash came after it was
     made (its trailers name the task and run), else made now from whatever the worktree
-    holds uncommitted (an empty commit when it holds nothing: it still carries the result)."""
+    holds uncommitted (an empty commit when it holds nothing: it still carries the result).
+    Then the branch's head is put on ``branch`` of the repository the task's clone shares
+    objects with (``taskgit.publish``), where the board's record of it points."""
     made = find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
+    tip = None
     if made is None:
         gitlock.clear_stale(worktree, branch, owner)  # a killed git's, or nothing commits
-        made = commit(worktree, facts.message(), author, owner)
-    return describe(worktree, branch, base, made, owner)
+        made = tip = commit(worktree, facts.message(), author, owner, staged)  # checked HEAD
+    delivered = describe(worktree, branch, base, made, owner, tip=tip)
+    if delivered.head is not None:
+        try:
+            taskgit.publish(worktree, branch, delivered.head, owner)
+        except taskgit.PublishError as error:
+            raise DeliveryError(str(error)) from error
+    return delivered
 
 
 def head(worktree: Path, owner: str | None = None) -> str | None:
@@ -255,7 +265,10 @@ def find(
     return None
 
 
-def commit(worktree: Path, message: str, author: Author, owner: str | None) -> str | None:
+def commit(
+    worktree: Path, message: str, author: Author, owner: str | None,
+    staged: snapshot.Staged | None = None,
+) -> str | None:
     """Commit everything the worktree holds uncommitted, or nothing (an empty commit: it
     carries the result, see ``Carried``); the new commit.
 
@@ -266,9 +279,11 @@ def commit(worktree: Path, message: str, author: Author, owner: str | None) -> s
     lane hooks) and HEAD's branch moved by ``update-ref`` from the commit it was at (its
     ``reference-transaction`` hook is off with every other, ``run/git.py``). Then
     ``made`` checks that the branch names that commit and that it holds the tree staged.
+    ``staged``: the reviewer's staging of this run, whose tree is reused while the worktree
+    holds exactly what it staged (``snapshot.stage``).
     """
     try:
-        taken, tree = snapshot.stage(worktree, owner)
+        taken, tree = snapshot.stage(worktree, owner, staged)
     except snapshot.StagingError as error:
         raise DeliveryError(str(error)) from error
     parent = head(taken.top, owner)
@@ -316,10 +331,17 @@ def cleaned(message: str) -> str:
 
 
 def describe(
-    worktree: Path, branch: str, base: str | None, made: str | None, owner: str | None = None
+    worktree: Path,
+    branch: str,
+    base: str | None,
+    made: str | None,
+    owner: str | None = None,
+    *,
+    tip: str | None = None,
 ) -> Delivered:
-    """What the branch holds since ``base``: its commits and the diff stat of them all."""
-    tip = head(worktree, owner)
+    """What the branch holds since ``base``: its commits and the diff stat of them all.
+    ``tip`` is HEAD when the caller has just checked it (``commit``), else it is read."""
+    tip = tip or head(worktree, owner)
     if base is None or tip is None or base == tip:
         return Delivered(branch, base, tip, made, (), "")
     listed = git.run(

@@ -36,9 +36,11 @@ class Endings:
     # -- blocked, or back to ready ---------------------------------------------------
     def block(self, reason: str, kind: BlockKind) -> RunReport:
         reason = redact.shown(reason)  # shown to anyone who reads the board: bounded, no secrets
-        # A person takes over: after an unblock the goal and the cycle count start anew.
+        # A person takes over: after an unblock the goal, the cycle count and any answer's
+        # verification start anew.
         self.c.state.progressed()
         self.c.state.restart_goal()
+        self.c.state.verification = None
         self.notebook.save_if_possible()
         metrics.BLOCKS.labels(kind.value).inc()
         run_id, board = self.c.run.id, self.c.board
@@ -53,11 +55,11 @@ class Endings:
         """Back to ready after a wait, uncounted, but only ``cooldown_limit`` times in a
         row (``cycling``). A goal turn that could not run is not spent."""
         reason = redact.shown(reason)  # a routing error may quote the router's URL
-        state, cfg = self.c.state, self.c.cfg
+        state, backoff = self.c.state, self.c.settings.backoff
         state.cooled_down(cause, reason, time.time())
         plan = waits.cooldown(
-            cause, reason, state.cooldowns, state.cycles, cfg.cooldown_limit,
-            cfg.cooldown_base, cfg.cooldown_max,
+            cause, reason, state.cooldowns, state.cycles, backoff.cooldown_limit,
+            backoff.cooldown_base, backoff.cooldown_max,
         )
         if plan.tells_next_run:
             state.failed(reason)
@@ -83,8 +85,8 @@ class Endings:
 
     def requeue_soon(self, reason: str, board_reason: str) -> RunReport:
         """Back to ready after the first cooldown's wait: trouble that is not the task's."""
-        cfg = self.c.cfg
-        seconds = rules.cooldown(1, cfg.cooldown_base, cfg.cooldown_max)
+        backoff = self.c.settings.backoff
+        seconds = rules.cooldown(1, backoff.cooldown_base, backoff.cooldown_max)
         return self.requeue(reason, board_reason, seconds)
 
     def park(self, until: float, why: str) -> RunReport:
@@ -128,7 +130,7 @@ class Endings:
         run made goes again, so the next attempt makes it afresh and runs after_create."""
         c = self.c
         if prepared.created:
-            left = workspace.remove(c.worktree, c.cfg.worker_user, force=True)
+            left = workspace.remove(c.worktree, c.settings.worker.user, force=True)
             if left is not None:
                 log.warning("worktree %s not removed after %s: %s", c.worktree, ran.hook, left)
         told = redact.text(ran.describe())
@@ -150,10 +152,10 @@ class Endings:
 
     def _backoff(self) -> float | None:
         """The wait after this counted failure (``waits.backoff``)."""
-        cfg, task = self.c.cfg, self.c.task
+        backoff, task = self.c.settings.backoff, self.c.task
         return waits.backoff(
-            task.failure_count, task.max_retries, cfg.failure_limit,
-            cfg.failure_backoff_base, cfg.failure_backoff_max,
+            task.failure_count, task.max_retries, backoff.failure_limit,
+            backoff.failure_backoff_base, backoff.failure_backoff_max,
         )
 
     # -- why the run ends here -----------------------------------------------------------

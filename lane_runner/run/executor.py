@@ -18,7 +18,7 @@ from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Task
 from lane_runner.config import Config
 from lane_runner.router import RoutingError
-from lane_runner.run import command, plan, workspace
+from lane_runner.run import command, plan, verifying, workflow, workspace
 from lane_runner.run.accepted import Accepted
 from lane_runner.run.attempt import Attempts
 from lane_runner.run.claimed import Claimed, RunEnd, RunReport
@@ -28,8 +28,9 @@ from lane_runner.run.lease import Lease
 from lane_runner.run.notebook import Notebook
 from lane_runner.run.routing import Routing
 from lane_runner.run.spending import Spending
+from lane_runner.run.verifier import Verifier
 from lane_runner.run.workplace import Workplace
-from lane_runner.service.services import Services
+from lane_runner.service.services import Services, Tools
 
 __all__ = ["RunEnd", "RunExecutor", "RunReport"]
 
@@ -37,22 +38,33 @@ __all__ = ["RunEnd", "RunExecutor", "RunReport"]
 class RunExecutor:
     """One claimed run. ``execute()`` says what happened; provider trouble never raises."""
 
-    def __init__(self, services: Services, claim: Claim, cfg: Config | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        claim: Claim,
+        cfg: Config | None = None,
+        tools: Tools | None = None,
+    ) -> None:
         """``cfg``: the configuration the claim was made under (the daemon's, at the
-        claim); by default the one in force now."""
-        self.c = c = Claimed.of(services, claim, cfg or services.cfg)
+        claim), and ``tools`` the router, judge and CLIs held with it; by default those
+        in force now."""
+        self.c = c = Claimed.of(services, claim, cfg or services.cfg, tools)
         notebook, spending = Notebook(c), Spending(c)
         lease = Lease(c, notebook, spending)
         endings = Endings(c, notebook, spending, lease)
+        attempts = Attempts(c, notebook, spending, lease)
+        routing = Routing(c, notebook, lease)
         self.r = Rooms(
             notebook=notebook,
             spending=spending,
             lease=lease,
             endings=endings,
-            routing=Routing(c, notebook, lease),
-            attempts=Attempts(c, notebook, spending, lease),
+            routing=routing,
+            attempts=attempts,
             accepted=Accepted(c, notebook, spending, lease, endings),
             workplace=Workplace(c, notebook),
+            verifier=Verifier(c, notebook, attempts, lease, endings,
+                              verifying.policy_of(c.cfg, c.task.board), routing),
         )
 
     @property
@@ -82,9 +94,11 @@ class RunExecutor:
         if ended is not None:
             return ended
         c.s.breaker.succeeded(*r.endings.workspace_scopes())
-        task_context = plan.task_context(c.board, c.task)
+        found = workflow.read(c.worktree, c.state.base, c.settings.worker.user) if c.on_branch \
+            else workflow.Workflow()
+        task_context = r.verifier.adopt(found, plan.task_context(c.board, c.task))
         try:
-            route = r.routing.admit(task_context, r.routing.route(task_context))
+            route = r.routing.admit(task_context, r.verifier.routed(r.routing.route(task_context)))
         except RoutingError as error:
             return r.endings.routing_failed(error)
         if route is None:

@@ -27,11 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.model import Task
 from lane_runner.config import Config
 from lane_runner.providers.environment import passed
-from lane_runner.run import hooks, lanestate, push
+from lane_runner.run import hooks, lanestate, push, taskgit
+from lane_runner.run.slices import FollowUps
+from lane_runner.service import approvals
 
 log = logging.getLogger(__name__)
+#: What a denied task's follow-ups say instead of running.
+WITHHELD = "denied: the push and the after_done hook are withheld for this result"
 #: The last line of a follow-up's comment: the delivery id and the step it reports.
 KEY_LINE = "Lane-Delivery: {key} {step}"
 
@@ -88,9 +93,15 @@ def follow_up(
     notes: Notes,
     cancel: threading.Event,
     steps: Steps,
+    current: Callable[[], Task],
 ) -> bool:
     """Push the result's commit to the task's branch (when configured and there is one),
     then run ``after_done``; whether all of it ended (then the delivery is ``followed``).
+
+    A task whose approval is ``before_push`` (``current``: the task as the board has it
+    now) waits for a person's word first: until then nothing runs and this says False
+    (the cleanup sweep asks again); denied, neither ever runs, and a comment says so
+    (docs/approvals.md).
 
     ``delivered`` is the result's ``delivery`` metadata (``run/delivery.py``); None when
     the result is not on a branch of ours (a hosted board's workspace). A disk that would
@@ -98,7 +109,14 @@ def follow_up(
     are: the cleanup sweep runs the rest later, each step that ended not again.
     """
     try:
-        _follow_up(cfg, facts, delivered, notes, cancel, steps)
+        gate = approvals.push_gate(cfg, current())
+        if gate is approvals.PushGate.WAIT:
+            log.info("follow-ups of %s/%s wait for approval", facts.board, facts.task_id)
+            return False
+        if gate is approvals.PushGate.WITHHELD:
+            steps.comment("withheld", WITHHELD, notes, cancel)
+        else:
+            _follow_up(FollowUps.of(cfg), facts, delivered, notes, cancel, steps)
     except (OSError, BoardUnavailable) as error:
         log.warning("follow-ups of %s/%s left for the cleanup sweep: %s",
                     facts.board, facts.task_id, error)
@@ -111,7 +129,7 @@ def follow_up(
 
 
 def _follow_up(
-    cfg: Config,
+    settings: FollowUps,
     facts: hooks.Facts,
     delivered: dict[str, Any] | None,
     notes: Notes,
@@ -119,17 +137,18 @@ def _follow_up(
     steps: Steps,
 ) -> None:
     head = delivered["head"] if delivered is not None else None
-    if delivered is not None and head and cfg.push == "on_done":
+    worker = settings.worker
+    if delivered is not None and head and settings.push == "on_done":
         branch = delivered["branch"]
 
         def pushed(again: bool) -> str:
             went = push.push(
-                facts.worktree, cfg.push_remote, branch, head,
-                owner=cfg.worker_user,
-                env={**passed(cfg.worker_env), "LANE_DELIVERY_ID": steps.key},
+                taskgit.branches_of(facts.worktree), settings.push_remote, branch, head,
+                owner=worker.user,
+                env={**passed(worker.env), "LANE_DELIVERY_ID": steps.key},
                 wait=cancel.wait,
             )
-            return went.describe(cfg.push_remote, branch, head)
+            return went.describe(settings.push_remote, branch, head)
 
         said = steps.once("push", pushed, cancel)
         if said is not None and not cancel.is_set():
@@ -138,8 +157,8 @@ def _follow_up(
         return
 
     def after_done(again: bool) -> str | None:
-        ran = hooks.run(cfg.hooks, "after_done", facts, owner=cfg.worker_user,
-                        passes=cfg.worker_env, egress=hooks.egress(cfg))
+        ran = hooks.run(worker.hooks, "after_done", facts, owner=worker.user,
+                        passes=worker.env, egress=worker.egress)
         return ran.describe() if ran is not None and not ran.ok else None
 
     said = steps.once("after_done", after_done, cancel)

@@ -24,6 +24,7 @@ from lane_runner.run.lease import Lease
 from lane_runner.run.notebook import Notebook
 from lane_runner.run.routing import Routing
 from lane_runner.run.spending import Spending
+from lane_runner.run.verifier import Feedback, Verified, Verifier
 from lane_runner.run.workplace import Workplace
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Rooms:
     attempts: Attempts
     accepted: Accepted
     workplace: Workplace
+    verifier: Verifier
 
 
 class GoalLoop:
@@ -71,6 +73,11 @@ class GoalLoop:
             handoff = self._handoff("")
         continuation = contexts.after_failure(c.state.take_retry_reason())
         turn = Turn(c.state.goal_turn + 1, route, handoff, continuation)
+        if self.r.verifier.pending is not None:
+            carried = self._carry_on(task_context, turn)
+            if isinstance(carried, RunReport):
+                return carried
+            turn = carried
         while True:
             ended = self._turn(task_context, turn)
             if isinstance(ended, RunReport):
@@ -81,6 +88,7 @@ class GoalLoop:
         """One goal turn: the next turn, or how the run ended."""
         c = self.c
         c.state.goal_turn = turn.number
+        c.s.activity.update(c.run.id, turn=turn.number)
         c.turn_begun = True
         tried = self._try(task_context, turn)
         if isinstance(tried, RunReport):
@@ -101,10 +109,45 @@ class GoalLoop:
             return self._next_turn(task_context, turn, attempt, decision.reason)
         if decision.step is decide.Step.FALLBACK:
             return self._fall_back(task_context, turn, attempt, decision.reason)
+        if decision.step is decide.Step.ACCEPT and self.r.verifier.policy.active:
+            assert attempt.structured is not None
+            return self._verified(
+                self.r.verifier.verify(attempt.structured, turn.route, task_context), turn
+            )
         if decision.step is not decide.Step.ABANDON:
             summary = (attempt.structured or {}).get("summary", "")
             self.r.workplace.hook("after_run", summary=summary)
         return self._conclude(decision, attempt, turn.route)
+
+    def _carry_on(self, task_context: str, turn: Turn) -> Turn | RunReport:
+        """An answer a killed run left in verification: carried on from its saved step
+        (checks run again, the reviewer asked again, a saved verdict or feedback used as
+        it is), its implementer not asked for it again."""
+        pending = self.r.verifier.pending
+        assert pending is not None
+        self.r.notebook.note(
+            f"carrying on the verification of an earlier answer ({pending.phase.value})"
+        )
+        return self._verified(self.r.verifier.carry_on(task_context), turn)
+
+    def _verified(self, verified: Verified, turn: Turn) -> Turn | RunReport:
+        """Feedback: the implementer's next turn, its session resumed, told why. Approved:
+        the answer accepted and delivered as any other."""
+        if isinstance(verified, RunReport):
+            return verified
+        if isinstance(verified, Feedback):
+            return Turn(turn.number, turn.route, turn.handoff, verified.text)
+        approved = verified.verification
+        self.r.workplace.hook("after_run", summary=approved.answer["summary"])
+        self.r.verifier.accepted()
+        # An answer carried on after a restart was judged by the run that got it.
+        judged = self.r.attempts.verdict or {
+            "judge": "earlier run", "accepted": True,
+            "reason": "judged when it was given, before this run carried its verification on",
+        }
+        return self.r.accepted.accept(
+            approved.answer, Route(**approved.route), judged, approved.evidence()
+        )
 
     def _try(
         self, task_context: str, turn: Turn
@@ -119,7 +162,7 @@ class GoalLoop:
             if decision.step is decide.Step.COOLDOWN:
                 return r.endings.cooldown(decision.reason, "breaker")
             return Attempt(Classification.UNUSABLE, broken, None, None, None, None, ""), decision
-        prompt = contexts.worker_prompt(task_context, turn.handoff, turn.continuation)
+        prompt = contexts.turn_prompts(task_context, turn.handoff, turn.continuation)
         attempt = r.attempts.attempt(turn.route, prompt, c.cwd, turn.number)
         for said in r.spending.unknown_usage.take():
             r.notebook.note(said)
@@ -134,7 +177,7 @@ class GoalLoop:
             verdict_reason=verdict,
             turn=turn.number,
             goal_turns=c.task.goal_turns,
-            time_left=c.deadline - time.monotonic() > c.cfg.goal_margin,
+            time_left=c.deadline - time.monotonic() > c.settings.goal_margin,
             fell_back=r.routing.fell_back,
         )
 
@@ -232,7 +275,7 @@ class GoalLoop:
     def _handoff(self, tail: str) -> str:
         c = self.c
         return workspace.handoff(
-            c.worktree, tail, c.branch, owner=c.cfg.worker_user, commits=self._commit_log()
+            c.worktree, tail, c.branch, owner=c.settings.worker.user, commits=self._commit_log()
         )
 
     def _commit_log(self) -> str:
@@ -240,4 +283,4 @@ class GoalLoop:
         c = self.c
         if not c.on_branch:
             return ""
-        return delivery.commit_log(c.worktree, c.state.base, c.cfg.worker_user)
+        return delivery.commit_log(c.worktree, c.state.base, c.settings.worker.user)

@@ -129,7 +129,7 @@ def run(
     env = plain_environment(home_of(owner), facts.environment(hook), passes=passes)
     with tempfile.TemporaryFile() as output:
         try:
-            with _contained(["/bin/sh", "-c", script], facts.worktree, env, owner,
+            with contained(["/bin/sh", "-c", script], facts.worktree, env, owner,
                             egress) as started:
                 result = command.run(
                     started.argv, cwd=facts.worktree, env=started.env, timeout=timeout,
@@ -154,7 +154,7 @@ def run(
 
 
 @contextlib.contextmanager
-def _contained(
+def contained(
     argv: list[str], worktree: Path, env: dict[str, str], owner: str | None,
     egress: Sequence[Destination] | None,
 ) -> Iterator[Started]:

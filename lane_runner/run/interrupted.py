@@ -97,7 +97,9 @@ def repair(found: Leftovers) -> list[str]:
 
 
 def _clear(directory: Path) -> str:
-    if {entry.name for entry in directory.iterdir()} <= {".git"}:
+    dot_git = directory / ".git"
+    only_git_file = not dot_git.is_dir() or dot_git.is_symlink()
+    if only_git_file and {entry.name for entry in directory.iterdir()} <= {".git"}:
         (directory / ".git").unlink(missing_ok=True)
         directory.rmdir()
         return f"removed {directory}, which held only its .git file"

@@ -24,7 +24,7 @@ import orjson
 
 from lane_runner import files
 from lane_runner.home import Home
-from lane_runner.run import git, snapshot
+from lane_runner.run import git, snapshot, taskgit
 from lane_runner.run.branchhead import where
 
 MAX_BYTES = 1 << 20
@@ -56,11 +56,17 @@ def would_lose(worktree: Path, owner: str | None = None) -> str | None:
 
 
 def _commits_only_head_reaches(worktree: Path, owner: str | None) -> str | None:
-    """The commits HEAD reaches that no ref does, in words; None when there are none."""
+    """The commits HEAD reaches that no ref of the repository does, in words; None when
+    there are none. A task's clone (``run/taskgit.py``) goes with its own refs, so only
+    its repository's count there."""
     head = git.run("rev-parse", "--verify", "--quiet", "HEAD", cwd=worktree, owner=owner)
     if head.returncode != 0:
         return None  # an unborn HEAD reaches no commit
-    refs = git.run("for-each-ref", "--format=%(objectname)", cwd=worktree, owner=owner)
+    kept_by = taskgit.repository_of(worktree) if taskgit.is_clone(worktree) else worktree
+    if kept_by is None:
+        return ("which commits only its HEAD reaches cannot be told (its git directory no "
+                "longer names its repository)")
+    refs = git.run("for-each-ref", "--format=%(objectname)", cwd=kept_by, owner=owner)
     # Each ref given on stdin as ^ref: a --not before --stdin does not reach stdin's lines.
     excluded = "".join(f"^{sha}\n" for sha in refs.stdout.split())
     counted = git.run("rev-list", "--count", "HEAD", "--stdin",

@@ -26,6 +26,7 @@ from lane_runner import files
 from lane_runner.run import cycling
 from lane_runner.run import stage as stages
 from lane_runner.run.stage import Move, Stage
+from lane_runner.run.verification import Verification
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class LaneState:
     provider: str | None = None
     sessions: dict[str, str] = field(default_factory=dict)
     started: dict[str, bool] = field(default_factory=dict)
+    told: dict[str, str] = field(default_factory=dict)
+    """Per provider, the digest of the context its session was told (``context.told``)."""
     goal_turn: int = 0
     sequence: int = 0
     attempts: list[dict[str, Any]] = field(default_factory=list)
@@ -103,6 +106,7 @@ class LaneState:
     retry_reason: str | None = None
     base: str | None = None
     delivery: Delivery | None = None
+    verification: Verification | None = None
 
     def to_document(self) -> dict[str, Any]:
         self.updated_at = time.time()
@@ -115,6 +119,7 @@ class LaneState:
             "provider": self.provider,
             "sessions": dict(self.sessions),
             "started": dict(self.started),
+            "told": dict(self.told),
             "goal_turn": self.goal_turn,
             "sequence": self.sequence,
             "attempts": self.attempts[-MAX_ATTEMPTS_KEPT:],
@@ -125,6 +130,7 @@ class LaneState:
             "retry_reason": self.retry_reason,
             "base": self.base,
             "delivery": None if self.delivery is None else self.delivery.to_dict(),
+            "verification": None if self.verification is None else self.verification.to_dict(),
         }
 
     @classmethod
@@ -137,6 +143,7 @@ class LaneState:
             provider=document["provider"],
             sessions=dict(document["sessions"]),
             started=dict(document.get("started", {})),
+            told=dict(document.get("told", {})),
             goal_turn=document["goal_turn"],
             sequence=document["sequence"],
             attempts=list(document["attempts"]),
@@ -148,6 +155,9 @@ class LaneState:
             base=document.get("base"),
             delivery=None if document.get("delivery") is None else Delivery.of(
                 document["delivery"]
+            ),
+            verification=None if document.get("verification") is None else Verification.of(
+                document["verification"]
             ),
         )
 

@@ -49,7 +49,7 @@ class Lease:
         c = self.c
         sent = time.monotonic()  # the board stamps the lease after this: never overestimated
         try:
-            renewed = c.board.heartbeat(c.run.id, c.cfg.lease_ttl)
+            renewed = c.board.heartbeat(c.run.id, c.settings.heartbeats.lease_ttl)
         except BoardUnavailable as error:
             log.warning(
                 "heartbeat for run %s not stored (%s); %.1f s of its lease known left",
@@ -59,7 +59,7 @@ class Lease:
             )
             return sent < self.until
         if renewed:
-            self.until = sent + c.cfg.lease_ttl
+            self.until = sent + c.settings.heartbeats.lease_ttl
             c.s.activity.heartbeat(c.run.id)
         return renewed
 
@@ -67,7 +67,7 @@ class Lease:
         """Every ``progress_note_interval`` of a long attempt, a comment says it is alive,
         so a person reading the board sees work going on, not silence."""
         c = self.c
-        interval = c.cfg.progress_note_interval
+        interval = c.settings.heartbeats.progress_note_interval
         now = time.monotonic()
         if not interval or now - self.noted_at < interval:
             return
@@ -115,7 +115,7 @@ class Lease:
                     waiting = True
                     self._waits_for_board(what, error)
             now = time.monotonic()
-            if now - renewed >= self.c.cfg.heartbeat_interval:
+            if now - renewed >= self.c.settings.heartbeats.interval:
                 renewed = now
                 lease_held = self.renew()
             else:
@@ -139,7 +139,7 @@ class Lease:
         """Wait before the next try, as the board's rest says; True: the runner is stopping."""
         s = self.c.s
         pause = max(s.resting.remaining(self.c.task.board), RETRY_PAUSE)
-        if s.cancel.wait(min(pause, self.c.cfg.heartbeat_interval)):
+        if s.cancel.wait(min(pause, self.c.settings.heartbeats.interval)):
             log.info("stopping: the %s of run %s waits for the next start", what, self.c.run.id)
             return True
         return False

@@ -28,16 +28,22 @@ from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.providers import Provider, ProviderRequest, adapter, sandbox
 from lane_runner.router import Route, Router, health
 from lane_runner.run import context as contexts
+from lane_runner.run import pin
+from lane_runner.run.slices import Supervisor
 from lane_runner.service import breaker
 
 
 def task_context(board: Board, task: Task) -> str:
     """What the worker and the router are told of ``task``: the host's text for a hosted
-    board (Hermes), else the task with its parents and comments."""
+    board (Hermes), else the task with its parents and comments; the skills it names
+    (``run/pin.py``)."""
     if isinstance(board, HostedBoard):
-        return board.worker_context(task.id)
-    parents = [board.get_task(parent) for parent in task.parents]
-    return contexts.task_context(task, parents, board.comments(task.id))
+        told = board.worker_context(task.id)
+    else:
+        parents = [board.get_task(parent) for parent in task.parents]
+        told = contexts.task_context(task, parents, board.comments(task.id))
+    skills = pin.prompt_section(pin.asked_of(task))
+    return f"{told}\n\n{skills}" if skills else told
 
 
 def exclusion(home: Home, lane: str, now: float | None = None) -> tuple[str, str] | None:
@@ -75,6 +81,8 @@ def result_file(cfg: Config, home: Home, task: Task, run: int | str, n: int | st
     the journal as the candidate and removes the file when the attempt ends.
     """
     name = journal_names.provider_result(task.id, run, n)
+    if cfg.worker_users:  # a pool: an outbox of the task's own (run/ownership.py)
+        return home.worktree(task.board, task.id).parent / f".{task.id}.out" / name
     if cfg.worker_user:
         return home.worktree(task.board, task.id).parent / f".{name}"
     return home.lane_dir(task.board) / name
@@ -160,7 +168,7 @@ def plan_attempt(
 
 def request(
     plan: AttemptPlan,
-    cfg: Config,
+    supervisor: Supervisor,
     *,
     executable: Path,
     prompt: str,
@@ -173,7 +181,7 @@ def request(
     deadline: float,
     worktree: Path | None = None,
 ) -> ProviderRequest:
-    """The ``ProviderRequest`` of ``plan``, with the supervisor's limits from ``cfg``; the
+    """The ``ProviderRequest`` of ``plan``, with the ``supervisor``'s limits; the
     executor adds its callbacks (heartbeat, session, progress, cancel)."""
     return ProviderRequest(
         provider=plan.provider,
@@ -192,16 +200,16 @@ def request(
         env=env,
         config_overrides=dict(plan.overrides),
         sandbox=plan.sandbox,
-        simulated=cfg.simulate,
-        heartbeat_interval=cfg.heartbeat_interval,
-        stall_timeout=cfg.stall_timeout,
-        tool_stall_timeout=cfg.tool_stall_timeout,
-        busy_cpu=cfg.busy_cpu_percent / 100,
-        closing_grace=cfg.closing_grace,
+        simulated=supervisor.simulated,
+        heartbeat_interval=supervisor.heartbeat_interval,
+        stall_timeout=supervisor.stall_timeout,
+        tool_stall_timeout=supervisor.tool_stall_timeout,
+        busy_cpu=supervisor.busy_cpu,
+        closing_grace=supervisor.closing_grace,
         deadline=deadline,
-        rotate_bytes=cfg.log_rotate_bytes,
-        run_as=cfg.worker_user,
-        isolated=config.sandboxed(cfg),
+        rotate_bytes=supervisor.rotate_bytes,
+        run_as=supervisor.run_as,
+        isolated=supervisor.isolated,
         worktree=worktree,
-        egress_allow=config.egress_destinations(cfg) if config.sandboxed(cfg) else (),
+        egress_allow=supervisor.egress_allow,
     )

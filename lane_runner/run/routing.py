@@ -11,7 +11,7 @@ import time
 from lane_runner import clock
 from lane_runner.names import AUTO_ASSIGNEE
 from lane_runner.router import Route
-from lane_runner.run import plan
+from lane_runner.run import pin, plan
 from lane_runner.run.claimed import Claimed
 from lane_runner.run.lease import Lease
 from lane_runner.run.notebook import Notebook
@@ -23,20 +23,18 @@ class Routing:
         self.c, self.notebook, self.lease = claimed, notebook, lease
         self.fell_back = False  # the run went to the other provider once already
         self.held: str | None = None  # the provider whose slot this run holds
+        self.said: set[str] = set()  # what the run's comments said of the task's pin
+        self.beat_at = 0.0  # the lease's latest renewal while waiting for a slot
 
     def route(self, task_context: str) -> Route:
         lane = self.c.task.assignee or AUTO_ASSIGNEE
         avoid = plan.exclusion(self.c.s.home, lane, clock.now())
-        route = plan.ask_route(self.c.s.router, task_context, lane, avoid)
-        self._record(route)
-        return route
+        return self._record(plan.ask_route(self.c.tools.router, task_context, lane, avoid))
 
     def fallback(self, task_context: str, failed: Route, reason: str) -> Route:
         self.fell_back = True
         metrics.FALLBACKS.labels(failed.provider).inc()
-        route = self.c.s.router.fallback(task_context, failed, reason)
-        self._record(route)
-        return route
+        return self._record(self.c.tools.router.fallback(task_context, failed, reason))
 
     def admit(self, task_context: str, route: Route) -> Route | None:
         """Hold a slot of the route's provider (``service/slots.py``) before any attempt.
@@ -46,30 +44,52 @@ class Routing:
         (whose slot is then waited for). None: the lease was lost or the runner is
         stopping while waiting; the run is not ours to go on with.
         """
-        c = self.c
-        slots, cfg = c.s.slots, c.cfg
-        beat = time.monotonic()
-        while not slots.acquire(route.provider):
-            if cfg.provider_full == "fallback" and not self.fell_back:
+        c, wait = self.c, self.c.settings.slot_wait
+        self.beat_at = time.monotonic()
+        while not c.s.slots.acquire(route.provider):
+            if wait.fallback and not self.fell_back:
                 route = self.fallback(
                     task_context, route, f"{route.provider} is at max_running_{route.provider}"
                 )
                 continue
-            if c.s.activity.waiting(c.run.id) != route.provider:
-                c.s.activity.update(c.run.id, waiting_for=route.provider)
-                self.notebook.note(
-                    f"waiting for a {route.provider} slot (max_running_{route.provider})"
-                )
-            slots.wait(min(cfg.heartbeat_interval, 1.0))
-            if c.cancel.is_set():
+            if not self._waited(route.provider):
                 return None
-            if time.monotonic() - beat >= cfg.heartbeat_interval:
-                beat = time.monotonic()
-                if not self.lease.heartbeat():
-                    return None
-        self.held = route.provider
-        c.s.activity.update(c.run.id, waiting_for=None)
+        self._holds(route.provider)
         return route
+
+    def move_to(self, provider: str) -> bool:
+        """The run's slot moved to ``provider``'s (its reviewer's, then back to its
+        implementer's): the held one released before the wait, so two runs each holding
+        the provider the other waits for never wait on each other. False: the lease was
+        lost or the runner is stopping while waiting; the run holds no slot then."""
+        if self.held == provider:
+            return True
+        self.release()
+        self.beat_at = time.monotonic()
+        while not self.c.s.slots.acquire(provider):
+            if not self._waited(provider):
+                return False
+        self._holds(provider)
+        return True
+
+    def _waited(self, provider: str) -> bool:
+        """One wait for ``provider``'s slot, said once, the lease renewed every beat;
+        False: the lease was lost or the runner is stopping."""
+        c, wait = self.c, self.c.settings.slot_wait
+        if c.s.activity.waiting(c.run.id) != provider:
+            c.s.activity.update(c.run.id, waiting_for=provider)
+            self.notebook.note(f"waiting for a {provider} slot (max_running_{provider})")
+        c.s.slots.wait(min(wait.beat, 1.0))
+        if c.cancel.is_set():
+            return False
+        if time.monotonic() - self.beat_at >= wait.beat:
+            self.beat_at = time.monotonic()
+            return self.lease.heartbeat()
+        return True
+
+    def _holds(self, provider: str) -> None:
+        self.held = provider
+        self.c.s.activity.update(self.c.run.id, waiting_for=None)
 
     def release(self) -> None:
         if self.held is not None:
@@ -85,6 +105,15 @@ class Routing:
         trip = self.c.s.breaker.trips().get(where)
         return trip.describe() if trip is not None else None
 
-    def _record(self, route: Route) -> None:
+    def _record(self, routed: Route) -> Route:
+        """The route with the task's own model pinned (``run/pin.py``), kept and commented;
+        what the pin did is said once per run."""
+        pinned = pin.pin(routed, pin.asked_of(self.c.task))
+        route = pinned.route
         self.c.state.route = route.to_dict()  # saved with the attempt that follows
         self.notebook.note(route.describe())
+        for said in pinned.said:
+            if said not in self.said:
+                self.said.add(said)
+                self.notebook.note(said)
+        return route

@@ -45,6 +45,8 @@ LINK = "120000"
 GITLINK = "160000"
 #: ``git ls-files -t`` tags an entry outside a sparse checkout with S.
 SKIP_WORKTREE = "S"
+#: ... and an untracked file with ``? `` (``--others``).
+OTHER = "? "
 _OPEN_DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTED = {value: key for key, value in _ESCAPES.items()}
@@ -112,11 +114,30 @@ class Snapshot:
     indexed: frozenset[bytes]
 
 
-def take(worktree: Path, owner: str | None, *, write: bool) -> Snapshot:
-    """The worktree's entries, blobs written to the object store when ``write``."""
-    top = toplevel(worktree, owner)
-    kept, indexed = _index(top, owner)
-    listed = _listed(top, owner, "--others", "--exclude-standard")
+@dataclass(frozen=True)
+class Staged:
+    """A staging (``stage``): the snapshot staged and the tree git wrote, checked to hold
+    it. A later staging of the same worktree in the same run (the commit after the review)
+    takes it as ``known`` and reuses its tree while the worktree holds exactly that."""
+
+    snapshot: Snapshot
+    tree: str
+
+    def holds(self, now: Snapshot) -> bool:
+        """The worktree now is what was staged, and the index names what it was left with:
+        every blob hashed again from the files (the worker writes the index's stat cache,
+        so nothing is taken from it) and found the same."""
+        return (now.top == self.snapshot.top and now.entries == self.snapshot.entries
+                and now.indexed == {entry.path for entry in now.entries})
+
+
+def take(
+    worktree: Path, owner: str | None, *, write: bool, top: Path | None = None
+) -> Snapshot:
+    """The worktree's entries, blobs written to the object store when ``write``; ``top``:
+    the worktree's top folder, when an earlier staging of this run found it."""
+    top = top or toplevel(worktree, owner)
+    kept, indexed, listed = _listing(top, owner)
     paths = sorted({*indexed, *listed} - {entry.path for entry in kept})
     regular: list[tuple[bytes, str]] = []
     links: list[tuple[bytes, bytes]] = []
@@ -131,10 +152,17 @@ def take(worktree: Path, owner: str | None, *, write: bool) -> Snapshot:
     return Snapshot(top, tuple(sorted(entries)), frozenset(indexed))
 
 
-def stage(worktree: Path, owner: str | None) -> tuple[Snapshot, str]:
+def stage(
+    worktree: Path, owner: str | None, known: Staged | None = None
+) -> tuple[Snapshot, str]:
     """Stage the worktree as it is into its index, without filters; the snapshot staged
-    and the tree git wrote, checked to hold exactly that snapshot."""
-    taken = take(worktree, owner, write=True)
+    and the tree git wrote, checked to hold exactly that snapshot. With ``known`` (this
+    run's earlier staging) and the worktree still exactly that, its tree is the answer:
+    the index update, the tree's writing and its check (three git calls) are not made
+    again."""
+    taken = take(worktree, owner, write=True, top=known.snapshot.top if known else None)
+    if known is not None and known.holds(taken):
+        return taken, known.tree
     gone = sorted(taken.indexed - {entry.path for entry in taken.entries})
     if gone:
         _checked(git.run("update-index", "--force-remove", "--stdin", cwd=taken.top,
@@ -219,28 +247,31 @@ def tree_entries(
     return entries
 
 
-def _index(top: Path, owner: str | None) -> tuple[list[Entry], set[bytes]]:
-    """The index's entries kept as they are (gitlinks, skip-worktree), and every path it
-    names."""
-    said = _checked(git.run("ls-files", "--stage", "-t", cwd=top, owner=owner),
-                    "list the index")
+def _listing(top: Path, owner: str | None) -> tuple[list[Entry], set[bytes], list[bytes]]:
+    """The index's entries kept as they are (gitlinks, skip-worktree), every path it names,
+    and the untracked files ``.gitignore`` leaves: one ``ls-files`` (each git call is a
+    supervised process tree, bench/FINDINGS.md), its index entries tagged and staged
+    (``H 100644 <sha> 0<TAB>path``), the untracked ones ``? path`` (a path with a tab is
+    C-quoted, so only an index entry's line holds one)."""
+    said = _checked(git.run("ls-files", "--stage", "-t", "--others", "--exclude-standard",
+                            cwd=top, owner=owner), "list the index and the worktree")
     kept: dict[bytes, Entry] = {}
     named: set[bytes] = set()
+    untracked: list[bytes] = []
     for line in said.stdout.splitlines():
-        meta, _, quoted = line.partition("\t")
+        meta, tab, quoted = line.partition("\t")
+        if not tab:
+            # An untracked repository inside the worktree is listed as its folder: not
+            # staged (``git add`` would make it a gitlink whose commits nobody has).
+            if not line.endswith("/"):
+                untracked.append(unquote(line.removeprefix(OTHER)))
+            continue
         tag, mode, sha, _stage = meta.split()
         path = unquote(quoted)
         named.add(path)
         if mode == GITLINK or tag == SKIP_WORKTREE:
             kept[path] = Entry(path, mode, sha)
-    return list(kept.values()), named
-
-
-def _listed(top: Path, owner: str | None, *options: str) -> list[bytes]:
-    said = _checked(git.run("ls-files", *options, cwd=top, owner=owner), "list the worktree")
-    # An untracked repository inside the worktree is listed as its folder: not staged
-    # (``git add`` would make it a gitlink whose commits nobody has).
-    return [unquote(line) for line in said.stdout.splitlines() if not line.endswith("/")]
+    return list(kept.values()), named, untracked
 
 
 def _hashed(

@@ -18,7 +18,7 @@ from lane_runner.run import usage_note
 from lane_runner.run.claimed import Claimed
 from lane_runner.service import metrics
 from lane_runner.usage import budget, ledger, share
-from lane_runner.usage.record import Record, day_of
+from lane_runner.usage.record import Record, Role, day_of
 from lane_runner.usage.spend import Spend, Totals, merged
 
 log = logging.getLogger(__name__)
@@ -27,10 +27,10 @@ log = logging.getLogger(__name__)
 class Spending:
     def __init__(self, claimed: Claimed) -> None:
         self.c = claimed
-        cfg, task = claimed.cfg, claimed.task
+        budgets, task = claimed.settings.budgets, claimed.task
         self.budget = budget.of(
-            task.max_cost_usd, task.max_tokens, cfg.max_cost_usd, cfg.max_tokens,
-            cfg.daily_budget_usd, task.board,
+            task.max_cost_usd, task.max_tokens, budgets.max_cost_usd, budgets.max_tokens,
+            budgets.daily_budget_usd, task.board,
         )
         self.over_budget: str | None = None  # why the spend crossed the budget, once it did
         self.unknown_usage = usage_note.Unknown()  # impossible usage figures, to comment on
@@ -91,13 +91,15 @@ class Spending:
         """What the CLI may still spend (its own ``max_budget_usd``), if a budget says."""
         return budget.dollars_left(self.budget, *self.spend())
 
-    def on_usage(self, provider: str, n: int, report: UsageReport) -> None:
+    def on_usage(self, provider: str, n: int, report: UsageReport, role: Role) -> None:
         """Put what the CLI just said it spent in the ledger, durably, before anything else
-        happens to the attempt; a spend past the budget ends the attempt's tree."""
+        happens to the attempt, as spent in ``role`` (an implementer's or a reviewer's
+        turn: the task's spend by role is the ledger's); a spend past the budget ends the
+        attempt's tree."""
         c = self.c
-        attempt = ledger.Attempt(c.task.board, c.task.id, c.run.id, n, provider)
+        attempt = ledger.Attempt(c.task.board, c.task.id, c.run.id, n, provider, role)
         try:
-            added = c.s.ledger.record(attempt, report, c.cfg.prices, clock.now())
+            added = c.s.ledger.record(attempt, report, c.settings.budgets.prices, clock.now())
         except OSError as error:
             # The attempt goes on: stopping it would waste what was spent. Only this
             # figure is missing from the ledger, and the log says so.
@@ -105,6 +107,11 @@ class Spending:
                       c.task.id, c.run.id, n, error)
             return
         metrics.spent(added)
+        c.s.activity.spent(
+            c.run.id,
+            sum(sum(r.tokens.values()) for r in added),
+            sum(r.cost_usd or 0.0 for r in added),
+        )
         if report.unknown:
             log.warning("run %s: %s", c.run.id, usage_note.impossible(provider, report.unknown))
             self.unknown_usage.add(provider, report.unknown)
@@ -115,7 +122,10 @@ class Spending:
             c.cancel.set()
 
     def summary(self) -> dict[str, Any]:
-        """What the task (on every runner) and this run spent, for the completed event."""
+        """What the task (on every runner) and this run spent, for the completed event;
+        ``by_role`` is the task's, as the ledger's records say their role."""
         self.share(whole_task=True)
         spend = self.records()
-        return {"task": spend.task_usage(self.c.task.id), "run": spend.run(self.c.run.id).to_dict()}
+        task = spend.task_usage(self.c.task.id)
+        return {"task": task, "run": spend.run(self.c.run.id).to_dict(),
+                "by_role": task["by_role"]}

@@ -39,7 +39,7 @@ class Workplace:
                 f"took over the worktree an earlier run left at {prepared.taken_over_from}"
             )
         if c.on_branch and c.state.base is None:
-            c.state.base = delivery.head(c.worktree, c.cfg.worker_user)
+            c.state.base = prepared.head or delivery.head(c.worktree, c.settings.worker.user)
         return prepared
 
     def _own_worktree(self, repository: str | None) -> workspace.Workspace:
@@ -48,29 +48,38 @@ class Workplace:
             repository,
             c.s.home.worktree(c.task.board, c.task.id),
             workspace.branch_name(c.task.board, c.task.id),
-            owner=c.cfg.worker_user,
+            owner=c.settings.worker.user,
             run=c.run.id,
             is_current=self._run_is_current,
+            pooled=bool(c.cfg.worker_users),
+            fresh=c.state.base is None,  # no run of the task prepared its worktree yet
         )
 
     def _hosted(self, board: HostedBoard) -> workspace.Workspace:
-        """The host's workspace; a repository's is this runner's own worktree of it, worked
-        in at the same place (docs/ARCHITECTURE.md §5), and the host is told where."""
+        """The host's workspace, and where the accepted result is committed
+        (docs/ARCHITECTURE.md §5, §6): a host's worktree on the branch it names; a
+        repository's ``dir:`` in this runner's own worktree of it on the task's branch,
+        worked in at the same place, the host told where (the user's checkout is never
+        edited); a directory outside git (Hermes's ``scratch``) as it is, no commit."""
         c = self.c
         board.link_worker_log(c.task.id, c.s.home.log_file(c.task.board, c.task.id))
-        owner = c.cfg.worker_user
+        owner = c.settings.worker.user
         hosted = board.prepare_workspace(
             c.task.id, lambda repository: workspace.creating(repository, owner)
         )
         top = workspace.repository_of(hosted.path, owner) if hosted.shared else None
         if top is None:
-            return workspace.Workspace(hosted.path)
+            return workspace.Workspace(hosted.path, branch=hosted.branch)
         own = self._own_worktree(str(top))
-        inside = own.path / hosted.path.resolve().relative_to(top.resolve())
-        if not inside.is_dir():  # a directory git does not track is not in the worktree
-            inside = own.path
-        self.notebook.guarded(board.record_workspace, c.task.id, inside)
-        return workspace.Workspace(inside, own.taken_over_from)
+        folder = hosted.path.resolve().relative_to(top.resolve()).as_posix()
+        if folder == "." or not (own.path / folder).is_dir():
+            folder = ""  # a directory git does not track is not in the worktree
+        inside = workspace.Workspace(
+            own.path, own.taken_over_from, branch=own.branch, folder=folder, created=own.created,
+            head=own.head,
+        )
+        self.notebook.guarded(board.record_workspace, c.task.id, inside.cwd)
+        return inside
 
     def _run_is_current(self, run_id: int) -> bool:
         """Whether another run of this board still holds its claim (its worktree is not ours)."""
@@ -88,7 +97,7 @@ class Workplace:
         if not task.workspace or isinstance(self.c.board, HostedBoard):
             return None
         spaces = disk.measure([task.workspace])
-        return disk.shortage(spaces, self.c.cfg.min_free_disk_mb)
+        return disk.shortage(spaces, self.c.settings.min_free_disk_mb)
 
     def before_work(self, prepared: workspace.Workspace) -> hooks.Ran | None:
         """``after_create`` for a worktree this run made, then ``before_run``: the first
@@ -104,8 +113,8 @@ class Workplace:
     def hook(self, name: str, summary: str = "") -> hooks.Ran | None:
         """Run the board's hook ``name`` in the worktree; a failure that does not fail the
         attempt is commented (``run/hooks.py``)."""
-        c, cfg = self.c, self.c.cfg
-        if not hooks.configured(cfg.hooks, c.task.board).get(name):
+        c, worker = self.c, self.c.settings.worker
+        if not hooks.configured(worker.hooks, c.task.board).get(name):
             return None
         facts = hooks.Facts(
             board=c.task.board,
@@ -114,11 +123,11 @@ class Workplace:
             branch=c.branch if c.on_branch else "",
             worktree=c.worktree,
             run_id=c.run.id,
-            commit=delivery.head(c.worktree, cfg.worker_user) if c.on_branch else None,
+            commit=delivery.head(c.worktree, worker.user) if c.on_branch else None,
             summary=summary,
         )
-        ran = hooks.run(cfg.hooks, name, facts, owner=cfg.worker_user, passes=cfg.worker_env,
-                        egress=hooks.egress(cfg))
+        ran = hooks.run(worker.hooks, name, facts, owner=worker.user, passes=worker.env,
+                        egress=worker.egress)
         if ran is not None and not ran.ok and not ran.fatal:
             self.notebook.note(ran.describe())
         return ran

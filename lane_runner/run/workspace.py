@@ -1,8 +1,9 @@
 """The git worktree a task works in, and the handoff one provider leaves another.
 
-Each task gets ``worktrees/<board>/<task>`` on branch ``lane/<board>/<task>``,
-created once under its repository's lock (git's worktree metadata is shared by
-every worktree of a repository) and reused when the task resumes. A workspace
+Each task gets ``worktrees/<board>/<task>`` on branch ``lane/<board>/<task>``: a clone of
+its repository with a git directory of its own (``run/taskgit.py``), created once under
+its repository's lock and reused when the task resumes; an earlier run's worktree
+holding the branch is taken over (``run/takeover.py``). A workspace
 that names a folder of its repository (a monorepo's ``repo/service-a``) gets the
 whole repository's worktree, and the CLI works in that folder of it.
 
@@ -13,7 +14,6 @@ controls the configuration (git's own ``safe.directory`` concern).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -21,16 +21,15 @@ import pwd
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lane_runner import files
 from lane_runner.errors import LaneRunnerError
-from lane_runner.run import checkout, git, interrupted, snapshot
+from lane_runner.run import git, interrupted, ownership, refs, snapshot, takeover, taskgit
 
 log = logging.getLogger(__name__)
-MARKER_BYTES = 64
 GIT_TIMEOUT = git.GIT_TIMEOUT
 DUBIOUS_OWNERSHIP = "detected dubious ownership"
 #: What git says when a branch cannot be made because another is named like one of its
@@ -90,11 +89,6 @@ def git_accepts(name: str) -> bool:
     return parts_ok and ".." not in name and not name.endswith(".")
 
 
-def _toplevel(path: Path, owner: str | None) -> Path | None:
-    result = _git("rev-parse", "--show-toplevel", cwd=path, owner=owner)
-    return Path(result.stdout.strip()) if result.returncode == 0 else None
-
-
 def repository_of(directory: Path, owner: str | None = None) -> Path | None:
     """The top of the git repository ``directory`` is in, as ``owner``'s git sees it; None
     outside any. A repository git refuses to ``owner`` (another user's) is a
@@ -146,6 +140,9 @@ class Workspace:
     folder: str = ""
     created: bool = False
     """Made by this run (``git worktree add``), not reused or taken over: after_create runs."""
+    head: str | None = None
+    """The commit a worktree made by this run starts at (None when not known without
+    asking git): the run's base, read once instead of again (issue 46)."""
 
     @property
     def cwd(self) -> Path:
@@ -169,8 +166,7 @@ class WorkspaceBusy(WorkspaceError):
     """
 
 
-#: Whether a run of this board is still current (claimed, not ended).
-RunIsCurrent = Callable[[int], bool]
+RunIsCurrent = takeover.RunIsCurrent
 
 
 def prepare(
@@ -181,8 +177,12 @@ def prepare(
     *,
     run: int | None = None,
     is_current: RunIsCurrent | None = None,
+    pooled: bool = False,
+    fresh: bool = False,
 ) -> Workspace:
-    """The task's worktree, created on first use and reused after.
+    """The task's worktree, created on first use and reused after; with ``pooled`` (a
+    pool of worker users) ``owner``'s alone (``run/ownership.py``); ``fresh``: no run of
+    the task made one yet (what is at its name was planted).
 
     The fresh path locates the workspace in its repository and makes one ``git
     worktree add``: what is wrong with a workspace is only worked out once that
@@ -191,12 +191,16 @@ def prepare(
     unless the run that made it is still current (``is_current``): see ``_take_over``.
     """
     source = Path(repository) if repository else None
+    if pooled and owner is not None:
+        ownership.hand_over(worktree, owner, fresh=fresh)
     if worktree.is_dir():
         checkout = _checkout(worktree, owner)
         if checkout is not None and checkout[0] == worktree.resolve():
             if _has_commit(worktree, owner) and not interrupted.unfinished(worktree):
-                _mark(worktree, run)
+                takeover.mark(worktree, run)
                 located = _locate(source, owner) if source is not None and source.is_dir() else None
+                if located is not None and taskgit.is_clone(worktree):
+                    taskgit.register(located.common, worktree, checkout[1], owner)
                 return _within(Workspace(worktree, branch=checkout[1]), located, repository)
             _remove_half_made(worktree, owner)
     if source is None:
@@ -207,15 +211,20 @@ def prepare(
         raise WorkspaceError(f"workspace {repository} does not exist or is not a directory")
     # Every directory made here is 0700, ``worktrees/`` too (``mkdir(parents=True)`` gives
     # the parents the umask's 0755, which doctor rightly reports).
-    files.ensure_directory(worktree.parent)
-    if owner is not None:
+    if pooled:
+        ownership.board_folder(worktree.parent)
+    else:
+        files.ensure_directory(worktree.parent)
+    if owner is not None and not pooled:
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
-    located = _locate(source, owner)
-    with _repository_lock(located.common if located else source.resolve()):
-        prepared = _create(source, worktree, branch, owner, run, is_current)
-    _mark(worktree, run)
-    return _within(prepared, located, repository)
+    where = _where(source, owner)
+    with _repository_lock(where[1].common if where else source.resolve()):
+        prepared = _create(source, where, worktree, branch, owner, run, is_current)
+    if pooled:
+        ownership.private(prepared.path)
+    takeover.mark(worktree, run)
+    return _within(prepared, where[1] if where else None, repository)
 
 
 def _locate(source: Path, owner: str | None) -> Located | None:
@@ -226,6 +235,18 @@ def _locate(source: Path, owner: str | None) -> Located | None:
         return None
     folder = lines[1].strip("/") if len(lines) > 1 else ""
     return Located((source / lines[0]).resolve(), folder)
+
+
+def _where(source: Path, owner: str | None) -> tuple[Path, Located] | None:
+    """The top of ``source``'s repository and where ``source`` is in it, from one git call
+    (three were made per task: issue 46); None where git sees no worktree there."""
+    said = _git("rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix",
+                cwd=source, owner=owner)
+    lines = said.stdout.splitlines()
+    if said.returncode != 0 or len(lines) < 2 or not lines[0] or not lines[1]:
+        return None
+    folder = lines[2].strip("/") if len(lines) > 2 else ""
+    return Path(lines[0]), Located((source / lines[1]).resolve(), folder)
 
 
 def _checkout(worktree: Path, owner: str | None) -> tuple[Path, str] | None:
@@ -314,43 +335,78 @@ def _as(owner: str | None) -> str:
 
 def _create(
     source: Path,
+    where: tuple[Path, Located] | None,
     worktree: Path,
     branch: str,
     owner: str | None,
     run: int | None,
     is_current: RunIsCurrent | None,
 ) -> Workspace:
-    result, branch = _add(source, worktree, branch, owner)
-    if result.returncode == 0:
-        return Workspace(worktree, branch=branch, created=True)
-    top = _toplevel(source, owner)
-    if top is None:
+    """The task's clone: an earlier run's taken over, else a new one on ``branch`` (or its
+    twin, ``_branch_for``) where the repository has it, else at the repository's HEAD."""
+    if where is None:
         raise _not_a_repository(source, owner)
-    _clear_interrupted(top, worktree, branch, owner)
-    # A worktree deleted by hand is still registered (and holds its branch).
-    _git("worktree", "prune", cwd=top, owner=owner)
-    result, branch = _add(top, worktree, branch, owner)
-    if result.returncode == 0:
-        return Workspace(worktree, branch=branch, created=True)
-    holder = _holder(top, branch, owner)
-    if holder is None or holder.resolve() == worktree.resolve():
-        raise _cannot_create(top, result, owner)
-    previous = _marked_run(holder)
-    if _still_current(previous, run, is_current):
+    top, located = where
+    _clear_interrupted(top, located.common, worktree, branch, owner)
+    known = refs.look_up(top, [*_questions(branch), "HEAD"], owner)
+    branch = _branch_for(top, branch, owner, known)
+    taken = _take_over(top, located.common, worktree, branch, owner, run, is_current)
+    if taken is not None:
+        return taken
+    start = _start(top, branch, known, owner)
+    if not start:
+        raise WorkspaceError(f"cannot create a worktree of {top}: the repository needs at "
+                             "least one commit")
+    made = taskgit.clone(top, located.common, worktree, branch, start, owner)
+    if made.returncode != 0:
+        said = made.stderr.strip() or made.stdout.strip() or f"exit status {made.returncode}"
+        raise WorkspaceError(f"cannot create a worktree of {top}: git said: {said}")
+    return Workspace(worktree, branch=branch, created=True, head=start)
+
+
+def _take_over(
+    top: Path, common: Path, worktree: Path, branch: str, owner: str | None,
+    run: int | None, is_current: RunIsCurrent | None,
+) -> Workspace | None:
+    """The earlier run's worktree holding ``branch`` (``run/takeover.py``), moved here;
+    None when there is none (or it could only be removed): a clone is made then."""
+    linked = takeover.linked_holder(top, branch, owner)
+    held = linked or taskgit.holder(common, branch, worktree)
+    if held is None:
+        return None
+    if held.resolve() == worktree.resolve():
+        raise WorkspaceError(f"cannot create a worktree of {top}: {worktree} holds {branch} "
+                             "but git cannot use it: remove it by hand (git worktree remove "
+                             "--force) and the task is retried")
+    previous = takeover.still_current(held, run, is_current)
+    if previous is not None:
         raise WorkspaceBusy(
-            f"branch {branch} is checked out at {holder} by run {previous}, which is "
+            f"branch {branch} is checked out at {held} by run {previous}, which is "
             "still current: this run waits for it to end"
         )
-    return _take_over(top, holder, worktree, branch, owner)
+    if linked is not None:
+        try:
+            moved = takeover.linked(top, held, worktree, branch, owner)
+        except takeover.CannotTakeOver as error:
+            raise WorkspaceError(str(error)) from error
+        return Workspace(worktree, taken_over_from=held, branch=branch) if moved else None
+    refused = taskgit.move(common, held, worktree, branch, owner)
+    if refused is None:
+        log.info("took over %s (branch %s) as %s", held, branch, worktree)
+        return Workspace(worktree, taken_over_from=held, branch=branch)
+    log.warning("could not move %s (%s): the task's branch is cloned afresh; what is "
+                "uncommitted or unpublished there stays there", held, refused)
+    taskgit.unregister(common, held)
+    return None
 
 
-def _clear_interrupted(top: Path, worktree: Path, branch: str, owner: str | None) -> None:
-    """What a killed ``git worktree add`` left in the way goes (``run/interrupted.py``);
-    while it is young enough to be another add at work, the run waits."""
-    located = _locate(top, owner)
-    if located is None:
-        return
-    found = interrupted.find(located.common, worktree, branch)
+def _clear_interrupted(
+    top: Path, common: Path, worktree: Path, branch: str, owner: str | None
+) -> None:
+    """What a killed ``git worktree add`` (an older runner's) or clone left in the way goes
+    (``run/interrupted.py``); while it is young enough to be another add at work, the run
+    waits."""
+    found = interrupted.find(common, worktree, branch)
     young = found.young(time.time())
     if young:
         raise WorkspaceBusy(
@@ -358,59 +414,56 @@ def _clear_interrupted(top: Path, worktree: Path, branch: str, owner: str | None
             "or is still at work: this run waits, and clears what stays"
         )
     interrupted.repair(found)
+    # A linked worktree deleted by hand is still registered (and holds its branch).
+    _git("worktree", "prune", cwd=top, owner=owner)
 
 
-def _still_current(previous: int | None, run: int | None, is_current: RunIsCurrent | None) -> bool:
-    """Whether the run that made the holding worktree is another run, still current."""
-    if previous is None or previous == run or is_current is None:
-        return False  # no run recorded it (stale), or it is this run's own
-    return is_current(previous)
+def _questions(branch: str) -> list[str]:
+    """The refs ``_branch_for`` asks about: the twin, the branch, each folder above it."""
+    parts = branch.split("/")
+    prefixes = ["/".join(parts[:end]) for end in range(1, len(parts))]
+    return [f"refs/heads/{name}" for name in (twin_of(branch), branch, *prefixes)]
 
 
-def _add(
-    source: Path, worktree: Path, branch: str, owner: str | None
-) -> tuple[subprocess.CompletedProcess[str], str]:
-    """``git worktree add`` on the task's branch, and the branch that was: ``branch``, or
-    its twin (``twin_of``) when git cannot have ``branch`` or the task already has the twin."""
+def _branch_for(
+    source: Path, branch: str, owner: str | None, known: Mapping[str, refs.Found] | None = None
+) -> str:
+    """``branch``, or its twin (``twin_of``) when the repository has the twin already or
+    cannot have ``branch`` (a branch named like one of its folders, ``FOLDER_TAKEN``).
+    ``known`` is what ``refs.look_up`` found of ``_questions`` (looked up here if not
+    given)."""
     twin = twin_of(branch)
-    if twin != branch and _has_branch(source, twin, owner):
-        return _add_on(source, worktree, twin, owner), twin
-    result = _add_on(source, worktree, branch, owner)
-    if result.returncode != 0 and FOLDER_TAKEN in result.stderr and twin != branch:
-        log.info(
-            "branch %s cannot be made (%s); the task works on %s",
-            branch,
-            result.stderr.strip(),
-            twin,
-        )
-        return _add_on(source, worktree, twin, owner), twin
-    return result, branch
+    if twin == branch:
+        return branch
+    if known is None:
+        known = refs.look_up(source, _questions(branch), owner)
+    if f"refs/heads/{twin}" in known:
+        return twin
+    if f"refs/heads/{branch}" in known:
+        return branch
+    if any(name in known for name in _questions(branch)[2:]) or _git(
+        "for-each-ref", "--count=1", f"refs/heads/{branch}/", cwd=source, owner=owner
+    ).stdout.strip():
+        log.info("branch %s cannot be made (%s); the task works on %s", branch,
+                 FOLDER_TAKEN, twin)
+        return twin
+    return branch
 
 
 def planned_branch(
     repository: str | None, worktree: Path, branch: str, owner: str | None = None
 ) -> str:
     """The branch ``prepare`` would work on, found without making anything (a dry run):
-    the one checked out in the task's worktree, else ``branch`` or its twin as ``_add``
-    would choose them."""
+    the one checked out in the task's worktree, else ``branch`` or its twin as
+    ``_branch_for`` would choose them."""
     if worktree.is_dir():
         checkout = _checkout(worktree, owner)
         if checkout is not None and checkout[0] == worktree.resolve():
             return checkout[1]
     source = Path(repository) if repository else None
-    twin = twin_of(branch)
-    if source is None or not source.is_dir() or twin == branch:
+    if source is None or not source.is_dir():
         return branch
-    if _has_branch(source, twin, owner):
-        return twin
-    if _has_branch(source, branch, owner):
-        return branch
-    parts = branch.split("/")
-    prefixes = ["/".join(parts[:end]) for end in range(1, len(parts))]
-    below = _git("for-each-ref", "--count=1", f"refs/heads/{branch}/", cwd=source, owner=owner)
-    if any(_has_branch(source, prefix, owner) for prefix in prefixes) or below.stdout.strip():
-        return twin  # git would say FOLDER_TAKEN
-    return branch
+    return _branch_for(source, branch, owner)
 
 
 def planned_cwd(repository: str | None, worktree: Path, owner: str | None = None) -> Path:
@@ -421,75 +474,20 @@ def planned_cwd(repository: str | None, worktree: Path, owner: str | None = None
     return worktree / located.folder if located and located.folder else worktree
 
 
-def _has_branch(source: Path, branch: str, owner: str | None) -> bool:
-    said = _git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source, owner=owner)
-    return said.returncode == 0
-
-
-def _add_on(
-    source: Path, worktree: Path, branch: str, owner: str | None
-) -> subprocess.CompletedProcess[str]:
-    """``git worktree add`` on a new branch, or on the task's existing one (a resume); its
-    files written without the repository's filters or hooks (``run/checkout.py``)."""
-    path = str(worktree.absolute())
-    result = _git(*checkout.ADD, "-b", branch, path, cwd=source, owner=owner)
-    if result.returncode != 0 and "a branch named" in result.stderr:
-        result = _git(*checkout.ADD, path, branch, cwd=source, owner=owner)
-    return result if result.returncode != 0 else checkout.write(worktree, owner)
-
-
-def _cannot_create(
-    top: Path, result: subprocess.CompletedProcess[str], owner: str | None
-) -> WorkspaceError:
-    """What git said, and the likely cause only when it is the cause."""
-    has_commit = _git("rev-parse", "--verify", "--quiet", "HEAD", cwd=top, owner=owner)
-    hint = "" if has_commit.returncode == 0 else " (the repository needs at least one commit)"
-    said = result.stderr.strip() or result.stdout.strip() or f"exit status {result.returncode}"
-    return WorkspaceError(f"cannot create a worktree of {top}: git said: {said}{hint}")
-
-
-def _holder(top: Path, branch: str, owner: str | None) -> Path | None:
-    """The worktree that has ``branch`` checked out, if one has."""
-    listing = _git("worktree", "list", "--porcelain", cwd=top, owner=owner)
-    for block in listing.stdout.split("\n\n"):
-        lines = block.splitlines()
-        if f"branch refs/heads/{branch}" in lines and lines[0].startswith("worktree "):
-            return Path(lines[0].removeprefix("worktree "))
-    return None
-
-
-def _take_over(
-    top: Path, holder: Path, worktree: Path, branch: str, owner: str | None
-) -> Workspace:
-    """Move an earlier run's worktree to this run's place, its uncommitted work with it.
-
-    When git cannot move it (a locked worktree, submodules, another file system)
-    the earlier worktree is removed and the branch checked out afresh: its
-    commits are kept, its uncommitted changes are not, and the log says so.
-    """
-    with contextlib.suppress(FileNotFoundError):
-        worktree.rmdir()  # an empty leftover directory; git would move *into* it
-    moved = _git("worktree", "move", str(holder), str(worktree.absolute()), cwd=top, owner=owner)
-    if moved.returncode == 0:
-        log.info("took over %s (branch %s) as %s", holder, branch, worktree)
-        return Workspace(worktree, taken_over_from=holder, branch=branch)
-    removed = _git("worktree", "remove", "--force", str(holder), cwd=top, owner=owner)
-    if removed.returncode != 0:
-        raise WorkspaceError(
-            f"cannot take over the worktree at {holder} that holds branch {branch}: "
-            f"git said: {moved.stderr.strip()}; {removed.stderr.strip()}"
-        )
-    log.warning(
-        "could not move %s (%s); removed it and checked %s out afresh: its uncommitted "
-        "changes are gone, its commits kept",
-        holder,
-        moved.stderr.strip(),
-        branch,
-    )
-    result = _add_on(top, worktree, branch, owner)
-    if result.returncode != 0:
-        raise _cannot_create(top, result, owner)
-    return Workspace(worktree, taken_over_from=holder, branch=branch)
+def _start(top: Path, branch: str, known: Mapping[str, refs.Found], owner: str | None) -> str:
+    """The commit a new clone of ``branch`` starts from: the branch's where the repository
+    has it, else HEAD's; "" when neither names a commit. A tip that is not itself a
+    commit (a tag object) is peeled as ``rev-parse NAME^{commit}`` peels it."""
+    for name in (f"refs/heads/{branch}", "HEAD"):
+        found = known.get(name)
+        if found is not None and found.kind == "commit":
+            return found.sha
+        if found is not None:
+            peeled = _git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}",
+                          cwd=top, owner=owner).stdout.strip()
+            if peeled:
+                return peeled
+    return ""
 
 
 def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> str | None:
@@ -498,11 +496,11 @@ def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> 
     Without ``force`` a worktree holding uncommitted changes is refused, and they are
     kept: told by ``snapshot.changes``, since git's own check (a ``git status`` it runs
     inside ``worktree remove``) would run the repository's clean filters, so git is always
-    given ``--force``. A locked worktree is refused either way. The run marker beside it
-    goes with it.
+    given ``--force``. A locked linked worktree is refused either way; a clone goes with
+    its git directory (``taskgit.remove``). The run marker beside it goes with it.
     """
     if not worktree.is_dir():
-        _marker(worktree).unlink(missing_ok=True)
+        takeover.marker(worktree).unlink(missing_ok=True)
         return None
     if not force:
         try:
@@ -511,35 +509,18 @@ def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> 
             return str(error)
         if changed:
             return f"{worktree} holds uncommitted changes ({len(changed)} path(s)): kept"
+    if taskgit.is_clone(worktree):
+        try:
+            taskgit.remove(worktree)
+        except OSError as error:
+            return f"cannot remove {worktree}: {error}"
+        takeover.marker(worktree).unlink(missing_ok=True)
+        return None
     said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
     if said.returncode != 0:
         return said.stderr.strip() or said.stdout.strip() or f"exit status {said.returncode}"
-    _marker(worktree).unlink(missing_ok=True)
+    takeover.marker(worktree).unlink(missing_ok=True)
     return None
-
-
-def _marker(worktree: Path) -> Path:
-    """Beside the worktree, in the home (never inside it, where git status would show it)."""
-    return worktree.parent / f".{worktree.name}.run"
-
-
-def _mark(worktree: Path, run: int | None) -> None:
-    """Record which run works in ``worktree``, for a runner that later finds it holding the branch.
-
-    With a worker user the directory is that user's: the marker is replaced by rename,
-    so a link or FIFO planted at its name is never followed or waited on (``files``).
-    """
-    if run is None:
-        return
-    files.write(_marker(worktree), f"{run}\n".encode(), mode=files.SHARED_FILE)
-
-
-def _marked_run(worktree: Path) -> int | None:
-    """The run recorded beside ``worktree``; None for a worktree no run recorded (stale)."""
-    try:
-        return int(files.read(_marker(worktree), MARKER_BYTES)[:MARKER_BYTES].strip())
-    except (OSError, ValueError):
-        return None
 
 
 def handoff(

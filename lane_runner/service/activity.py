@@ -51,12 +51,25 @@ class ActiveRun:
     """Its limit, in seconds."""
     busy_at: float | None = None
     """When the attempt's processes were last found using CPU (quiet but working)."""
+    turn: int | None = None
+    """The goal turn in progress (``run/goal.py``): the web console and ``--json`` show it."""
+    session_id: str | None = None
+    """The CLI's session, once it said it (what a resume continues)."""
+    tokens: int = 0
+    """Tokens this run's ledger records hold so far (this runner's own)."""
+    cost_usd: float = 0.0
+    """Their dollars, where priced."""
+    role: str | None = None
+    """``review`` while a reviewer's run of its own reviews this run's answer."""
+    review_run: int | None = None
+    """That review run's id (``run/reviewrun.py``)."""
 
 
 class Activity:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[int, ActiveRun] = {}
+        self._reviews: dict[int, int] = {}  # a review run's id -> the run it reviews
 
     def start(
         self, board: str, task_id: str, run_id: int, log_path: str, max_runtime: float
@@ -70,9 +83,22 @@ class Activity:
         with self._lock:
             self._runs.pop(run_id, None)
 
-    def update(self, run_id: int, **fields: Any) -> None:
+    def reviewing(self, run_id: int, review_run: int | None) -> None:
+        """Run ``run_id``'s answer is reviewed by ``review_run`` (a run of its own, none
+        once it ended): what the reviewer's attempt reports shows on ``run_id``'s entry,
+        with the role ``review``, since the slot and the task are that run's."""
         with self._lock:
             run = self._runs.get(run_id)
+            if run is not None and run.review_run is not None:
+                self._reviews.pop(run.review_run, None)
+            if review_run is not None:
+                self._reviews[review_run] = run_id
+            if run is not None:
+                run.role, run.review_run = ("review" if review_run else None), review_run
+
+    def update(self, run_id: int, **fields: Any) -> None:
+        with self._lock:
+            run = self._runs.get(self._reviews.get(run_id, run_id))
             if run is not None:
                 for name, value in fields.items():
                     setattr(run, name, value)
@@ -100,6 +126,14 @@ class Activity:
         if progress.pid is not None:  # later readings leave the pid the first one gave
             fields["pid"] = progress.pid
         self.update(run_id, **fields)
+
+    def spent(self, run_id: int, tokens: int, cost_usd: float) -> None:
+        """Add what new ledger records of the run hold (``run/spending.py``)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None:
+                run.tokens += tokens
+                run.cost_usd = round(run.cost_usd + cost_usd, 6)
 
     def snapshot(self) -> list[ActiveRun]:
         """Copies of the entries: a worker's later update never changes what was read."""

@@ -167,10 +167,7 @@ def node_hold(readings: Readings, guards: Guards) -> Hold | None:
     full = disk.shortage(readings.disk, guards.min_disk_mb)
     if full is not None:
         return Hold(HoldKind.DISK, full)
-    scopes = [breaker.scope(breaker.PROVIDER, provider) for provider in PROVIDERS]
-    broken = [
-        trip for where in scopes if (trip := breaker.in_force(readings.trips, where, readings.now))
-    ]
+    broken = _broken_providers(readings)
     if len(broken) == len(PROVIDERS):
         return Hold(HoldKind.BREAKER, "; ".join(trip.describe() for trip in broken))
     if readings.room is not None and readings.room <= 0:
@@ -178,28 +175,59 @@ def node_hold(readings: Readings, guards: Guards) -> Hold | None:
     return None
 
 
+def _broken_providers(readings: Readings) -> list[breaker.Trip]:
+    """The storm breaker's trips in force on providers."""
+    scopes = [breaker.scope(breaker.PROVIDER, provider) for provider in PROVIDERS]
+    return [
+        trip for where in scopes if (trip := breaker.in_force(readings.trips, where, readings.now))
+    ]
+
+
 def open_boards(readings: Readings, guards: Guards) -> tuple[Hold | None, tuple[Claimable, ...]]:
     """The boards claims may come from: paused ones are skipped (``claim`` would refuse
     them anyway, under the board lock), and so are those whose daily budget is spent
     and those the storm breaker marks broken; when none is left, the hold says why."""
-    boards = readings.boards
-    unpaused = [board for board in boards if not board.paused]
+    unpaused = [board for board in readings.boards if not board.paused]
+    spent = _spent_boards(unpaused, guards)
+    within = [board.slug for board in unpaused if board.slug not in spent]
+    broken = _broken_boards(readings, within)
+    hold = _boards_hold(readings.boards, unpaused, spent, within, broken)
+    if hold is not None:
+        return hold, ()
+    return None, tuple(claimable(readings, slug) for slug in within if slug not in broken)
+
+
+def _boards_hold(
+    boards: tuple[BoardReading, ...],
+    unpaused: list[BoardReading],
+    spent: dict[str, str],
+    within: list[str],
+    broken: dict[str, breaker.Trip],
+) -> Hold | None:
+    """Why no board is left to claim from (every one paused, spent, or broken), or None."""
     if boards and not unpaused:
         slugs = ", ".join(board.slug for board in boards)
-        return Hold(HoldKind.BOARD_PAUSED, f"every board is paused ({slugs})"), ()
-    spent = {board.slug: why for board in unpaused if (why := budget_spent(board, guards))}
+        return Hold(HoldKind.BOARD_PAUSED, f"every board is paused ({slugs})")
     if unpaused and len(spent) == len(unpaused):
         said = "; ".join(f"{slug}: {why}" for slug, why in spent.items())
-        return Hold(HoldKind.BUDGET, f"every open board's daily budget is spent ({said})"), ()
-    within = [board.slug for board in unpaused if board.slug not in spent]
-    broken = {
-        slug: trip for slug in within
+        return Hold(HoldKind.BUDGET, f"every open board's daily budget is spent ({said})")
+    if within and len(broken) == len(within):
+        return Hold(HoldKind.BREAKER, "; ".join(trip.describe() for trip in broken.values()))
+    return None
+
+
+def _spent_boards(boards: list[BoardReading], guards: Guards) -> dict[str, str]:
+    """Why each board whose daily budget is spent claims nothing more today, by slug."""
+    return {board.slug: why for board in boards if (why := budget_spent(board, guards))}
+
+
+def _broken_boards(readings: Readings, slugs: list[str]) -> dict[str, breaker.Trip]:
+    """The storm breaker's trip in force on each board of ``slugs`` it marks broken."""
+    return {
+        slug: trip for slug in slugs
         if (trip := breaker.in_force(readings.trips, breaker.scope(breaker.BOARD, slug),
                                      readings.now))
     }
-    if within and len(broken) == len(within):
-        return Hold(HoldKind.BREAKER, "; ".join(trip.describe() for trip in broken.values())), ()
-    return None, tuple(claimable(readings, slug) for slug in within if slug not in broken)
 
 
 def budget_spent(board: BoardReading, guards: Guards) -> str | None:

@@ -232,16 +232,7 @@ class Breaker:
                 tripped = found.get((where, failure.fingerprint))
                 if tripped is None:
                     continue
-                tasks = sorted({f.task for f in tripped})
-                trips[where] = Trip(
-                    scope=where,
-                    fingerprint=failure.fingerprint,
-                    reason=tripped[-1].reason[:500],
-                    tasks=tasks[:NAMED],
-                    count=len(tasks),
-                    tripped_at=failure.at,
-                    probe_at=failure.at + self.probe_interval,
-                )
+                trips[where] = _trip(where, failure, tripped, self.probe_interval)
                 _write(self.path, trips)
                 # The trip accounts for them: they count towards no other trip.
                 self._failures = [f for f in self._failures if where not in f.scopes()]
@@ -324,3 +315,18 @@ def _write(path: Path, trips: dict[str, Trip]) -> None:
         path.unlink(missing_ok=True)
         return
     files.write(path, orjson.dumps({"trips": {k: t.to_dict() for k, t in trips.items()}}))
+
+
+def _trip(where: str, failure: Failure, tripped: list[Failure], probe_interval: float) -> Trip:
+    """The trip ``failure`` causes in ``where``, with the failures that tripped it: their
+    latest reason, the tasks they name, its first probe after ``probe_interval``."""
+    tasks = sorted({f.task for f in tripped})
+    return Trip(
+        scope=where,
+        fingerprint=failure.fingerprint,
+        reason=tripped[-1].reason[:500],
+        tasks=tasks[:NAMED],
+        count=len(tasks),
+        tripped_at=failure.at,
+        probe_at=failure.at + probe_interval,
+    )

@@ -119,6 +119,13 @@ BREAKER_TRIPS = Counter(
     ["scope"],
     registry=REGISTRY,
 )
+NOTIFICATIONS = Counter(
+    "lane_runner_notifications",
+    "Notification sends by board, kind and outcome (sent, failed: retried later, dropped: "
+    "given up after notify_attempts)",
+    ["board", "kind", "outcome"],
+    registry=REGISTRY,
+)
 BROKEN = Gauge(
     "lane_runner_broken",
     "1 while the storm breaker marks a scope (provider:<name>, workspace:<board>:<path>, "

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal import RecoveryReport
-from lane_runner.board.base import BoardUnavailable
+from lane_runner.board.base import BoardUnavailable, ReviewColumn, ReviewRuns
 from lane_runner.board.model import BlockKind, Outcome, Run
 from lane_runner.run import undelivered
-from lane_runner.service import leftovers
+from lane_runner.service import leftovers, workerpool
 from lane_runner.service.services import Services
 from lane_runner.usage import share
 
@@ -71,6 +71,7 @@ def recover(services: Services) -> RecoveryResult:
     for slug in services.store.board_slugs():
         try:
             result.reclaimed += _reclaim_orphans(services, slug)
+            _release_holds(services, slug)
             result.reconciled += _reconcile(services, slug)
             result.usage_sent += _send_usage(services, slug)
         except BoardUnavailable as error:
@@ -103,17 +104,40 @@ def _send_usage(services: Services, slug: str) -> int:
 
 def _reclaim_orphans(services: Services, slug: str) -> list[RunRef]:
     board = services.store.board(slug)
+    _end_review_runs(board, services.node)
     reclaimed = []
     for run in board.running_runs(node=services.node):
         if _holds_result(services, run):
             continue
+        worktree = services.home.worktree(slug, run.task_id)
         undelivered.commit_kept(
-            board, services.home.lane_dir(slug), services.home.worktree(slug, run.task_id),
-            slug, run, services.cfg.commit_author, services.cfg.worker_user,
+            board, services.home.lane_dir(slug), worktree, slug, run,
+            services.cfg.commit_author, workerpool.owner_of(worktree, services.cfg),
         )
         if board.reclaim(run.id, RESTART_REASON, Outcome.RECLAIMED):
             reclaimed.append(RunRef(slug, run.task_id, run.id, RESTART_REASON))
     return reclaimed
+
+
+def _end_review_runs(board: object, node: str) -> None:
+    """This node's review runs left open (docs/verification.md) end first: the task's own
+    run is reclaimed or delivered below as any other, and a review run is neither. The
+    review is asked again from the lane state by the task's next run."""
+    if not isinstance(board, ReviewRuns):
+        return
+    for run in board.end_leftover_review_runs(node):
+        log.info("%s/%s: review run %s (of run %s) ended: its runner ended before it did",
+                 run.board, run.task_id, run.id, run.for_run)
+
+
+def _release_holds(services: Services, slug: str) -> None:
+    """Results this node sent to a host's review column are no longer held: their
+    follow-ups ended with the process that ran them (``ReviewColumn.release_hold``)."""
+    board = services.store.board(slug)
+    if isinstance(board, ReviewColumn):
+        released = board.release_holds(services.node)
+        if released:
+            log.info("board %s: %d review hold(s) of the last run released", slug, released)
 
 
 def _holds_result(services: Services, run: Run) -> bool:

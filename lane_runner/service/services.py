@@ -8,6 +8,7 @@ import pwd
 import shutil
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,37 @@ from lane_runner.board.base import BoardUnavailable, Store
 from lane_runner.board.model import Outcome
 from lane_runner.config import Config
 from lane_runner.errors import UsageError
-from lane_runner.home import WIRE_SCHEMA, Home
+from lane_runner.home import REVIEW_WIRE_SCHEMA, WIRE_SCHEMA, Home
+from lane_runner.names import PROVIDERS
+from lane_runner.notifications import sender
 from lane_runner.providers import ADAPTERS, adapter, user_ids, worker_environment
 from lane_runner.router import Judge, Router, make_judge, make_router
 from lane_runner.run import command
-from lane_runner.service import identity, leftovers
+from lane_runner.service import identity, leftovers, workerpool
 from lane_runner.service.activity import Activity
 from lane_runner.service.breaker import Breaker
 from lane_runner.service.resting import Resting
 from lane_runner.service.slots import ProviderSlots
+from lane_runner.service.workerpool import WorkerPool, probe_user
 from lane_runner.usage.ledger import Ledger
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The parts a run uses that a reload rebuilds: the router (with the static policy's
+    models, efforts and preference), the judge, and the CLI of each provider.
+
+    A run takes the ones in force at its claim (``Services.hold``) and keeps them to its
+    end, as it keeps the configuration it was claimed under: no run routes, judges or
+    starts a CLI by one configuration while its other settings are another's
+    (docs/configuration.md, "What a reload changes").
+    """
+
+    router: Router
+    judge: Judge
+    binaries: Mapping[str, Path | None]
 
 
 @dataclass
@@ -51,13 +71,21 @@ class Services:
     slots: ProviderSlots = field(init=False)
     breaker: Breaker = field(init=False)
     ledger: Ledger = field(init=False)
+    worker_pool: WorkerPool = field(init=False)
+    """Who runs each run in flight (``worker_users``: fixed at start, a restart key)."""
     run_cancels: dict[int, threading.Event] = field(default_factory=dict)
     """One event per running run: set by ``task stop`` for that run, by shutdown for all."""
+    _holds: dict[int, int] = field(default_factory=dict, init=False)
+    """How many runs hold each router (by identity), from ``hold`` to ``let_go``."""
+    _retired: dict[int, Router] = field(default_factory=dict, init=False)
+    """Routers a reload replaced while runs held them: the last ``let_go`` closes each."""
+    _tools_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
-        self.slots = ProviderSlots(self._caps)
+        self.slots = ProviderSlots(self._caps, lambda: installed(self.binaries))
         self.breaker = Breaker(self.home.breaker_file)
         self.ledger = Ledger(self.home.usage)
+        self.worker_pool = WorkerPool(self.cfg.worker_users)
         self._configure_breaker()
 
     def _configure_breaker(self) -> None:
@@ -65,6 +93,34 @@ class Services:
         self.breaker.configure(
             cfg.breaker_threshold, cfg.breaker_window, cfg.breaker_probe_interval
         )
+
+    def tools(self) -> Tools:
+        """The router, judge and CLIs in force now, not held: a reload may close this
+        router (``recover``, the dry run and a test's own run use them at once)."""
+        return Tools(self.router, self.judge, dict(self.binaries))
+
+    def hold(self) -> Tools:
+        """The router, judge and CLIs in force, for one run to its end (``let_go``): a
+        reload meanwhile does not close the router the run holds."""
+        with self._tools_lock:
+            tools = self.tools()
+            key = id(tools.router)
+            self._holds[key] = self._holds.get(key, 0) + 1
+            return tools
+
+    def let_go(self, tools: Tools) -> None:
+        """A run that ``hold`` gave ``tools`` ended; a router a reload replaced closes
+        with the last run that held it."""
+        key = id(tools.router)
+        with self._tools_lock:
+            left = self._holds.get(key, 0) - 1
+            if left > 0:
+                self._holds[key] = left
+                return
+            self._holds.pop(key, None)
+            retired = self._retired.pop(key, None)
+        if retired is not None:
+            retired.close()
 
     def run_cancel(self, run_id: int) -> threading.Event:
         """The event that ends ``run_id``'s provider process; already set when shutting down."""
@@ -138,28 +194,45 @@ class Services:
             log.warning("cannot make %s/%s run %s retryable now: %s", board, task_id, run_id, error)
 
     def reload(self, cfg: Config) -> None:
-        """Take a reloaded configuration: routing, the judge and the CLIs change at once.
+        """Take a reloaded configuration: the claims after it route, judge and run the
+        CLIs by it; a running run keeps the ``Tools`` it holds to its end.
 
         Everything new is built before anything is swapped, so a configuration that
         cannot work (a CLI that is not there) raises and leaves the running one whole.
-        A run routing through the old router at this moment may see it closed; that
-        is a transient routing error, and the task comes back.
+        The previous router closes now when no run holds it, else with the last run
+        that does (``let_go``).
         """
-        router = make_router(cfg, self.cancel)
+        binaries = resolve_binaries(cfg, self.home)
+        if cfg.notify:
+            sender.require()
+        router = make_router(cfg, self.cancel, installed(binaries))
         try:
             judge = make_judge(cfg, router)
-            binaries = resolve_binaries(cfg, self.home)
         except Exception:
             router.close()
             raise
-        previous, self.router = self.router, router
-        self.cfg, self.judge, self.binaries = cfg, judge, binaries
+        with self._tools_lock:
+            previous, self.router = self.router, router
+            self.cfg, self.judge, self.binaries = cfg, judge, binaries
+            held = id(previous) in self._holds
+            if held:
+                self._retired[id(previous)] = previous
         self._configure_breaker()
-        previous.close()
+        if not held:
+            previous.close()
 
     def close(self) -> None:
         self.router.close()
+        with self._tools_lock:
+            retired, self._retired = list(self._retired.values()), {}
+        for router in retired:
+            router.close()
         self.store.close()
+
+
+def installed(binaries: dict[str, Path | None]) -> tuple[str, ...]:
+    """The providers whose CLI was found, in the registry's order."""
+    return tuple(provider for provider, path in binaries.items() if path is not None)
 
 
 def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
@@ -182,17 +255,25 @@ def resolve_binaries(cfg: Config, home: Home) -> dict[str, Path | None]:
                     f"{provider}_bin {configured!r} is missing or not executable; "
                     "fix it or unset it"
                 )
-            refuse_replaceable(provider, Path(path), cfg.worker_user)
-            problem = identity_problem(provider, Path(path), cfg.worker_user)
+            for user in _workers(cfg):
+                refuse_replaceable(provider, Path(path), user)
+            problem = identity_problem(provider, Path(path), probe_user(cfg))
             if problem is not None:
                 raise UsageError(f"{provider}_bin {configured!r} {problem}; fix it or unset it")
             found[provider] = Path(path)
         else:
             on_path = shutil.which(cli.command)
             if on_path:
-                refuse_replaceable(provider, Path(on_path), cfg.worker_user)
+                for user in _workers(cfg):
+                    refuse_replaceable(provider, Path(on_path), user)
             found[provider] = Path(on_path) if on_path else None
     return found
+
+
+def _workers(cfg: Config) -> tuple[str | None, ...]:
+    """Every user a CLI may run as: ``worker_user`` and each of the pool's; a CLI any of
+    them could replace would have root, or another pool user's runs, run its code."""
+    return tuple(dict.fromkeys((cfg.worker_user, *cfg.worker_users)))
 
 
 def refuse_replaceable(provider: str, executable: Path, worker_user: str | None) -> None:
@@ -258,6 +339,11 @@ def write_result_schema(home: Home) -> Path:
     return _publish(home.root / WIRE_SCHEMA, schemas.load_bytes(WIRE_SCHEMA))
 
 
+def write_review_schema(home: Home) -> Path:
+    """The reviewer's wire schema (``review-result.wire.json``), as ``write_result_schema``."""
+    return _publish(home.root / REVIEW_WIRE_SCHEMA, schemas.load_bytes(REVIEW_WIRE_SCHEMA))
+
+
 def write_cli_settings(home: Home) -> None:
     """The settings file of each CLI that has one (claude's ``--settings``), as every run
     of that CLI gets it."""
@@ -297,6 +383,9 @@ def preflight(cfg: Config) -> dict[str, Path | None] | None:
     a missing worker user, a CLI that is missing, not executable or another program.
     The CLIs found (None when simulating: the simulators are installed into the home)."""
     check_worker_user(cfg.worker_user)
+    workerpool.check_users(cfg.worker_users)
+    if cfg.notify:
+        sender.require()  # notifications configured, Apprise missing: say so now
     return None if cfg.simulate else resolve_binaries(cfg, Home(cfg.home))
 
 
@@ -309,10 +398,12 @@ def build(
     home = Home(cfg.home)
     home.ensure()
     write_cli_settings(home)
-    if cfg.worker_user:
+    write_review_schema(home)
+    if probe_user(cfg):  # worker_user, or a pool: its users pass through the home
         home.admit_worker()
     cancel = overrides.pop("cancel", None) or threading.Event()
-    router = make_router(cfg, cancel)  # a shutdown ends a routing call at once
+    # a shutdown ends a routing call at once
+    router = make_router(cfg, cancel, PROVIDERS if binaries is None else installed(binaries))
     return Services(
         cfg=cfg,
         home=home,

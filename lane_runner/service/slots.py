@@ -10,7 +10,7 @@ it only keeps new work out until the count is under it again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from lane_runner.names import PROVIDERS
 
@@ -21,8 +21,15 @@ def cap_of(caps: Mapping[str, int], provider: str) -> int | None:
 
 
 class ProviderSlots:
-    def __init__(self, caps: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        caps: Callable[[], Mapping[str, int]],
+        installed: Callable[[], Collection[str]] = lambda: PROVIDERS,
+    ) -> None:
+        """``installed`` names the providers this runner can start: one it cannot takes no
+        run, so its having no cap leaves the room the others' caps make."""
         self._caps = caps
+        self._installed = installed
         self._running = dict.fromkeys(PROVIDERS, 0)
         self._waiting = 0
         self._changed = threading.Condition()
@@ -54,11 +61,11 @@ class ProviderSlots:
         """Runs the capped providers could still take, counting the ``claimed`` runs that
         hold no slot yet (routing, or waiting) as taking one each; None when a provider is
         uncapped (then the total ``concurrency`` is the only bound)."""
-        caps = self._caps()
+        caps, usable = self._caps(), [p for p in PROVIDERS if p in self._installed()]
         with self._changed:
-            if any(cap_of(caps, provider) is None for provider in PROVIDERS):
+            if any(cap_of(caps, provider) is None for provider in usable):
                 return None
-            free = sum(max(0, caps[p] - self._running[p]) for p in PROVIDERS)
+            free = sum(max(0, caps[p] - self._running[p]) for p in usable)
             unplaced = claimed - sum(self._running.values())
             return max(0, free - unplaced)
 

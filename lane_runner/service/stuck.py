@@ -30,19 +30,9 @@ def assess(
     if fraction <= 0:
         return []
     found = []
-    signs: list[float] = [at for at in (run.last_event_at, run.busy_at) if at]
-    limit: float = run.stall_limit or stall_timeout
-    clock = "tool_stall_timeout" if run.clock == "tool" else "stall_timeout"
-    if signs and not run.waiting_for and now - max(signs) >= fraction * limit:
-        last_event = run.last_event_at
-        quiet = f"{now - last_event:.0f} s" if last_event is not None else "a while"
-        found.append(
-            RunWarning(
-                QUIET,
-                f"no meaningful event for {quiet} "
-                f"({clock} {limit:.0f} s ends the attempt)",
-            )
-        )
+    quiet = _quiet(run, now, stall_timeout=stall_timeout, fraction=fraction)
+    if quiet is not None:
+        found.append(quiet)
     runtime = now - run.started_at
     if runtime >= fraction * max_runtime:
         found.append(
@@ -52,6 +42,23 @@ def assess(
             )
         )
     return found
+
+
+def _quiet(
+    run: ActiveRun, now: float, *, stall_timeout: float, fraction: float
+) -> RunWarning | None:
+    """The warning of a run quiet for ``fraction`` of its stall clock's limit (never one
+    waiting for a provider slot), or None."""
+    signs: list[float] = [at for at in (run.last_event_at, run.busy_at) if at]
+    limit: float = run.stall_limit or stall_timeout
+    if not signs or run.waiting_for or now - max(signs) < fraction * limit:
+        return None
+    clock = "tool_stall_timeout" if run.clock == "tool" else "stall_timeout"
+    last_event = run.last_event_at
+    quiet = f"{now - last_event:.0f} s" if last_event is not None else "a while"
+    return RunWarning(
+        QUIET, f"no meaningful event for {quiet} ({clock} {limit:.0f} s ends the attempt)"
+    )
 
 
 @dataclass

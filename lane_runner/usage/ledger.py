@@ -40,7 +40,7 @@ from pathlib import Path
 
 from lane_runner import files
 from lane_runner.providers.usage import COUNTED, KINDS, Basis, UsageReport
-from lane_runner.usage.record import MAX_FILE_BYTES, Record, Seen, day_of, line, read
+from lane_runner.usage.record import MAX_FILE_BYTES, Record, Role, Seen, day_of, line, read
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +52,14 @@ Prices = Mapping[str, Mapping[str, float]]
 
 @dataclass(frozen=True)
 class Attempt:
-    """Which attempt a figure belongs to."""
+    """Which attempt a figure belongs to, and the role it played (its records say it)."""
 
     board: str
     task_id: str
     run_id: int
     attempt: int
     provider: str
+    role: Role = Role.IMPLEMENT
 
 
 def price(model: str, counts: Mapping[str, int], prices: Prices) -> float | None:
@@ -92,55 +93,112 @@ def attribute(
         if r.task_id == attempt.task_id and r.provider == attempt.provider
         and r.session == session
     ]
+    where = _Session(attempt, session, mine, prices, at)
     added: list[Record] = []
-    cost: float | None
-    source: str | None
     for model, counts in report.models.items():
         if report.basis == "message":
-            record_id = "/".join(
-                (attempt.board, attempt.task_id, attempt.provider, session, report.key)
-            )
-            if any(r.id == record_id for r in mine):
-                continue
-            spent = {kind: counts.get(kind, 0) for kind in KINDS}
-            cost, source = _priced(model, spent, prices)
-            added.append(_record(record_id, attempt, session, model, "message", spent, cost,
-                                 source, at))
-            continue
-        same = [r for r in mine if r.model == model]
-        seen = {kind: counts.get(kind, 0) for kind in KINDS}
-        seen_cost = report.cost_usd.get(model)
-        earlier = next((i for i in range(len(same) - 1, -1, -1)
-                        if same[i].basis == "cumulative"), None)
-        before = same[earlier].seen if earlier is not None else None
-        if before is not None and any(seen[kind] < before.tokens.get(kind, 0) for kind in KINDS):
-            before = None  # the CLI's count began again (a session started afresh)
-        said = before.tokens if before is not None else {}
-        since = same[earlier + 1:] if earlier is not None else same
-        messages = [r for r in since if r.basis == "message"]
-        counted = _sum(r.tokens for r in messages)
-        grown = {kind: seen[kind] - said.get(kind, 0) for kind in KINDS}
-        spent = {kind: max(0, grown[kind] - counted[kind]) for kind in COUNTED}
-        spent["reasoning"] = max(0, seen["reasoning"] - said.get("reasoning", 0))
-        if seen_cost is not None:
-            paid = before.cost_usd if before is not None else None
-            cost = max(0.0, seen_cost - (paid or 0.0))
-            source = "cli"
+            record = _message(where, report.key, model, counts)
         else:
-            cost, source = _priced(model, spent, prices)
-        record = _record(f"{uuid.uuid4().hex}", attempt, session, model, "cumulative", spent,
-                         cost, source, at)
-        record = replace(record, seen=Seen(seen, seen_cost))
-        if seen_cost is not None and all(grown[k] >= counted[k] for k in INPUT_KINDS):
-            # The CLI's total holds these messages (their input is in it), so its dollars
-            # hold theirs; a total that does not (an invocation killed before its result)
-            # leaves them unpriced.
-            record = replace(record, covers=tuple(r.id for r in messages))
-        added.append(record)
+            record = _cumulative(where, model, counts, report.cost_usd.get(model))
+        if record is not None:
+            added.append(record)
     if report.unknown:
         # Counted 0 here: the spend is not known.
         added = [replace(record, unknown=tuple(report.unknown)) for record in added]
     return added
+
+
+@dataclass(frozen=True)
+class _Session:
+    """Where a figure is recorded: its attempt and session, the session's earlier
+    records (of the task and provider, oldest first), the price table and the time."""
+
+    attempt: Attempt
+    session: str
+    records: Sequence[Record]
+    prices: Prices
+    at: float
+
+
+def _message(
+    where: _Session, key: str, model: str, counts: Mapping[str, int]
+) -> Record | None:
+    """A message figure's record, once per message id (None when already recorded)."""
+    attempt = where.attempt
+    record_id = "/".join((attempt.board, attempt.task_id, attempt.provider, where.session, key))
+    if any(r.id == record_id for r in where.records):
+        return None
+    spent = {kind: counts.get(kind, 0) for kind in KINDS}
+    cost, source = _priced(model, spent, where.prices)
+    return _record(record_id, attempt, where.session, model, "message", spent, cost, source,
+                   where.at)
+
+
+def _cumulative(
+    where: _Session, model: str, counts: Mapping[str, int], seen_cost: float | None
+) -> Record:
+    """A cumulative figure's record: its growth since the session's previous cumulative
+    record, less what message records counted since (reasoning is never in a message)."""
+    seen = {kind: counts.get(kind, 0) for kind in KINDS}
+    before, since = _previous(
+        [r for r in where.records if r.model == model], seen
+    )
+    said = before.tokens if before is not None else {}
+    messages = [r for r in since if r.basis == "message"]
+    counted = _sum(r.tokens for r in messages)
+    grown = {kind: seen[kind] - said.get(kind, 0) for kind in KINDS}
+    spent = _spent(grown, counted)
+    cost, source = _cumulative_cost(model, spent, seen_cost, before, where.prices)
+    record = _record(f"{uuid.uuid4().hex}", where.attempt, where.session, model, "cumulative",
+                     spent, cost, source, where.at)
+    record = replace(record, seen=Seen(seen, seen_cost))
+    if seen_cost is not None and _holds_messages(grown, counted):
+        record = replace(record, covers=tuple(r.id for r in messages))
+    return record
+
+
+def _holds_messages(grown: Mapping[str, int], counted: Mapping[str, int]) -> bool:
+    """Whether the CLI's total holds the messages counted since its previous one (their
+    input is in it), so its dollars hold theirs; a total that does not (an invocation
+    killed before its result) leaves them unpriced."""
+    return all(grown[k] >= counted[k] for k in INPUT_KINDS)
+
+
+def _spent(grown: Mapping[str, int], counted: Mapping[str, int]) -> dict[str, int]:
+    """The growth of each kind less what messages counted of it; reasoning, which no
+    message counts, as it grew."""
+    spent = {kind: max(0, grown[kind] - counted[kind]) for kind in COUNTED}
+    spent["reasoning"] = max(0, grown["reasoning"])
+    return spent
+
+
+def _previous(
+    same: Sequence[Record], seen: Mapping[str, int]
+) -> tuple[Seen | None, Sequence[Record]]:
+    """What the model's previous cumulative record saw (None when there is none, or the
+    CLI's count began again: a session started afresh), and the records after it."""
+    earlier = next((i for i in range(len(same) - 1, -1, -1)
+                    if same[i].basis == "cumulative"), None)
+    if earlier is None:
+        return None, same
+    before = same[earlier].seen
+    if before is not None and any(seen[kind] < before.tokens.get(kind, 0) for kind in KINDS):
+        before = None
+    return before, same[earlier + 1:]
+
+
+def _cumulative_cost(
+    model: str,
+    spent: Mapping[str, int],
+    seen_cost: float | None,
+    before: Seen | None,
+    prices: Prices,
+) -> tuple[float | None, str | None]:
+    """The CLI's own dollars since its previous total, else the price table's."""
+    if seen_cost is None:
+        return _priced(model, spent, prices)
+    paid = before.cost_usd if before is not None else None
+    return max(0.0, seen_cost - (paid or 0.0)), "cli"
 
 
 def _priced(
@@ -158,7 +216,7 @@ def _record(
         id=record_id, at=at, day=day_of(at), board=attempt.board, task_id=attempt.task_id,
         run_id=attempt.run_id, attempt=attempt.attempt, provider=attempt.provider,
         model=model, session=session, basis=basis, tokens=spent, cost_usd=cost,
-        cost_source=source,
+        cost_source=source, role=attempt.role,
     )
 
 

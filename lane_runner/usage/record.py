@@ -4,7 +4,9 @@ A record is a typed value everywhere in the runner; it becomes a JSON object onl
 it is written (the home's ``usage/<board>.jsonl``, one a line) or sent (the board's
 shared ledger, which keeps it whole). The object's keys and their order are those
 format 1 has always had, so files written before read the same, and a record read and
-written again (retention's rewrite) is the line it was.
+written again (retention's rewrite) is the line it was. ``role`` came later: it is written
+only for a reviewer's spend, so a record without it (every record written before) is an
+implementer's, and an old line still writes back as it was.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import datetime
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,15 @@ MAX_FILE_BYTES = 1 << 30
 def day_of(at: float) -> str:
     """The UTC day of ``at`` (budgets and ``usage --by day`` count UTC days)."""
     return datetime.datetime.fromtimestamp(at, datetime.UTC).date().isoformat()
+
+
+class Role(StrEnum):
+    """Which part of a task an attempt played, so its spend is told apart: the
+    implementer's turns, or a reviewer's (docs/verification.md). The lane state's attempt
+    records and the ledger's records both carry it."""
+
+    IMPLEMENT = "implement"
+    REVIEW = "review"
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ class Record:
     """A cumulative record's: the message records whose dollars its own hold."""
     unknown: tuple[str, ...] | None = None
     """Kinds the CLI gave an impossible number for (counted 0)."""
+    role: Role = Role.IMPLEMENT
+    """The attempt's role; written only when it is not the implementer's (the default)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the ledger's line and the board's copy hold it (format 1)."""
@@ -93,6 +107,8 @@ class Record:
             found["covers"] = list(self.covers)
         if self.unknown is not None:
             found["unknown"] = list(self.unknown)
+        if self.role is not Role.IMPLEMENT:
+            found["role"] = self.role.value
         return found
 
     @classmethod
@@ -116,8 +132,9 @@ class Record:
                 cost_usd=None if cost is None else float(cost),
                 cost_source=found.get("cost_source"),
                 seen=Seen.from_dict(seen) if isinstance(seen, dict) else None,
-                covers=None if covers is None else tuple(str(i) for i in covers),
-                unknown=None if unknown is None else tuple(str(k) for k in unknown),
+                covers=_strings(covers),
+                unknown=_strings(unknown),
+                role=Role(found.get("role", Role.IMPLEMENT)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise NotARecord(f"{type(error).__name__}: {error}") from error
@@ -152,6 +169,11 @@ def parse(data: bytes, where: Path) -> list[Record]:
             ids.add(record.id)
             records.append(record)
     return records
+
+
+def _strings(found: Any) -> tuple[str, ...] | None:
+    """A record's optional list of names (``covers``, ``unknown``) as a tuple."""
+    return None if found is None else tuple(str(item) for item in found)
 
 
 def read(path: Path) -> list[Record]:

@@ -15,6 +15,7 @@ ledger (Hermes) is counted from the home alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from lane_runner.board.base import Board, SharedLedger
 from lane_runner.usage.ledger import Ledger
@@ -46,6 +47,13 @@ def on_board(
     if not isinstance(board, SharedLedger):
         return []
     return from_board(board.usage(task_id=task_id, since_day=since_day), board.slug)
+
+
+def task_usage(board: Board, at_home: Iterable[Record], task_id: str) -> dict[str, Any]:
+    """What a task spent on every runner of its board (``Spend.task_usage``: in all, per
+    run, model and role): the board's copy of its records with this home's. Raises
+    BoardUnavailable."""
+    return Spend.of(on_board(board, task_id=task_id), at_home).task_usage(task_id)
 
 
 def spent_today(board: Board | None, at_home: Iterable[Record], now: float) -> Totals:

@@ -21,7 +21,7 @@ from lane_runner.providers.usage import COUNTED, KINDS
 from lane_runner.usage.record import Record, day_of
 
 #: Dimensions ``summarize`` groups by (``lane-runner usage --by``).
-DIMENSIONS = ("board", "task", "run", "provider", "model", "day")
+DIMENSIONS = ("board", "task", "run", "provider", "model", "day", "role")
 
 
 @dataclass
@@ -101,11 +101,19 @@ def summarize(records: Iterable[Record], by: Sequence[str]) -> list[dict[str, An
     ]
 
 
+def by_role(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
+    """Totals per role the records were spent in (``Record.role``): what implementing
+    and reviewing cost apiece (docs/verification.md), only the roles that spent."""
+    return {row.pop("role"): row for row in summarize(records, ("role",))}
+
+
 def _dimension(record: Record, name: str) -> Any:
     if name == "task":
         return record.task_id
     if name == "run":
         return record.run_id
+    if name == "role":
+        return record.role.value
     return getattr(record, name)
 
 
@@ -133,11 +141,12 @@ class Spend:
         return total(r for r in self.records if r.day == day)
 
     def task_usage(self, task_id: str) -> dict[str, Any]:
-        """What a task spent: in all, per run and per model (``task show`` and the
-        completed event's metadata both give this)."""
+        """What a task spent: in all, per run, per model and per role (``task show``,
+        ``evidence`` and the completed event's metadata all give this)."""
         mine = [r for r in self.records if r.task_id == task_id]
         return {
             **total(mine).to_dict(),
             "by_run": summarize(mine, ("run",)),
             "by_model": summarize(mine, ("provider", "model")),
+            "by_role": by_role(mine),
         }

@@ -26,16 +26,22 @@ def test_smoke_run_writes_every_figure_and_plot(tmp_path: Path) -> None:
         "Recovery of pending records",
         "Provider output streaming",
         "Idle daemon",
+        "Web console: the daemon's CPU",
         "Supervision with",
         "Runners on one PostgreSQL board",
         "Claim latency as the board grows",
         "Runner death",
         "A fleet on one PostgreSQL",
         "A randomized crash campaign on two homes",
+        "A large repository (400 files, 2 MB), concurrency 8",
+        "Waste under faults: model calls per accepted task, real CLIs",
     ):
         assert f"## {title}" in text
     assert "6 counted, 6 documented" in text  # the fsync count matches the docstring
     assert "CPU per task, ms" in text and "ceiling for any runner with this journal" in text
+    assert "| Huey fsync=True |" in text  # Huey at equal durability beside its defaults
+    assert "runner's own CPU per task ≤ 2 × the floor's" in text
+    assert "| git clone --shared |" in text and "| sparse worktree, one folder |" in text
     plots = sorted(path.name for path in (tmp_path / "bench" / "plots").iterdir())
     assert plots == ["dispatch.png", "recovery.png", "streaming.png", "throughput.png"]
     assert all(

@@ -114,9 +114,11 @@ def test_board_ls(cli: Cli) -> None:
     boards = cli.json("board", "ls")
     assert boards == [
         {"board": "main", "available": True, "error": None,
-         "counts": {"todo": 0, "ready": 0, "running": 0, "done": 0, "blocked": 0, "archived": 0}},
+         "counts": {"todo": 0, "ready": 0, "running": 0, "done": 0, "blocked": 0,
+                    "archived": 0, "review": 0}},
         {"board": "second", "available": True, "error": None,
-         "counts": {"todo": 0, "ready": 1, "running": 0, "done": 0, "blocked": 0, "archived": 0}},
+         "counts": {"todo": 0, "ready": 1, "running": 0, "done": 0, "blocked": 0,
+                    "archived": 0, "review": 0}},
     ]
     assert cli.ok("board", "ls").splitlines()[2].split()[:3] == ["second", "0", "1"]
 

@@ -156,7 +156,7 @@ def test_list_tasks_by_status(board: Board) -> None:
     assert [t.id for t in board.list_tasks(Status.TODO)] == ["b"]
     assert board.list_tasks(Status.TODO)[0].parents == ("a",)
     assert board.counts() == {
-        "todo": 1, "ready": 1, "running": 0, "done": 0, "blocked": 0, "archived": 0,
+        "todo": 1, "ready": 1, "running": 0, "done": 0, "blocked": 0, "archived": 0, "review": 0,
     }
 
 
@@ -393,9 +393,11 @@ def test_block(board: Board, kind: BlockKind) -> None:
     assert board.block(run.id, "needs a key", kind)
     task = board.get_task("t")
     assert (task.status, task.block_reason) == (Status.BLOCKED, "needs a key")
-    # Hermes has no budget kind: a spent budget waits for a person there (board/hermes/rows.py)
-    hermes_budget = isinstance(board, HostedBoard) and kind is BlockKind.BUDGET
-    assert task.block_kind is (BlockKind.NEEDS_INPUT if hermes_budget else kind)
+    # Hermes has no budget, checks, review or denied kind: each waits for a person there
+    # (board/hermes/rows.py)
+    waits = (BlockKind.BUDGET, BlockKind.CHECKS, BlockKind.REVIEW, BlockKind.DENIED)
+    for_a_person = isinstance(board, HostedBoard) and kind in waits
+    assert task.block_kind is (BlockKind.NEEDS_INPUT if for_a_person else kind)
     assert (task.current_run_id, task.failure_count) == (None, 1)
     ended = board.get_run(run.id)
     assert (ended.outcome, ended.reason) == (Outcome.BLOCKED, "needs a key")

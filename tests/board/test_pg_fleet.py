@@ -203,7 +203,7 @@ def hold_a_claim(held: psycopg.Connection[Any]) -> tuple[Any, ...] | None:
     id, or None."""
     return held.execute(
         "SELECT t_id FROM lane_runner_claim('main', 'held', 60, '', %s, '{}', NULL, '10s', "
-        "'{}')", (LANES,),
+        "'{}', 'none')", (LANES,),
     ).fetchone()
 
 

@@ -93,6 +93,10 @@ def test_a_worktree_holding_uncommitted_changes_is_kept_past_retention_and_named
 
     git("add", "scratch.txt", cwd=worktree)
     git("commit", "-qm", "kept by hand", cwd=worktree)
+    # Committed in the task's clone only, the commit would go with it (``run/taskgit.py``).
+    assert sweep(services, later=31 * DAY).worktrees_removed == []
+    git("push", "-q", "origin", f"HEAD:refs/heads/{workspace.branch_name(BOARD, done)}",
+        cwd=worktree)
     assert sweep(services, later=31 * DAY).worktrees_removed == [f"{BOARD}/{done}"]
     assert keeping.recorded(lane.home) == []
     assert not [c for c in doctor.home_checks(services.cfg, lane.home)

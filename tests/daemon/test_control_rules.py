@@ -37,21 +37,33 @@ def test_shortage_names_the_threshold_and_turns_off_at_zero() -> None:
 
 
 def test_slots_cap_one_provider_and_count_room() -> None:
-    caps = {"codex": 1, "claude": 0}
+    caps = {"codex": 1, "claude": 0, "opencode": 1, "gemini": 1}
     slots = ProviderSlots(lambda: caps)
     assert slots.acquire("codex") and not slots.acquire("codex")
     assert slots.acquire("claude") and slots.acquire("claude")  # 0: uncapped
     assert slots.room(3) is None  # an uncapped provider: concurrency is the bound
     caps["claude"] = 2
-    assert slots.room(3) == 0
-    assert slots.room(4) == 0  # a claimed run holding no slot takes the room first
+    assert slots.room(3) == 2  # opencode's and gemini's free slots
+    assert slots.room(4) == 1  # a claimed run holding no slot takes the room first
     slots.release("codex")
-    assert slots.room(2) == 1 and slots.acquire("codex")
+    assert slots.room(2) == 3 and slots.acquire("codex")
     snapshot = slots.snapshot()
     assert snapshot["providers"] == {
         "codex": {"running": 1, "cap": 1},
         "claude": {"running": 2, "cap": 2},
+        "opencode": {"running": 0, "cap": 1},
+        "gemini": {"running": 0, "cap": 1},
     }
+
+
+def test_a_provider_not_installed_leaves_the_room_the_others_caps_make() -> None:
+    """A host with codex and claude only, both capped: the room is theirs, not unbounded
+    because opencode and gemini, which cannot run here, have no cap."""
+    caps = {"codex": 1, "claude": 2}
+    slots = ProviderSlots(lambda: caps, lambda: ("codex", "claude"))
+    assert slots.acquire("codex")
+    assert slots.room(1) == 2
+    assert ProviderSlots(lambda: caps).room(1) is None  # every provider installed
 
 
 def test_stuck_assess_warns_at_the_fraction_of_each_limit() -> None:
@@ -99,5 +111,6 @@ def test_the_activity_snapshot_is_a_copy_and_status_json_keeps_its_fields() -> N
         "last_event_at": None, "log_path": "/home/logs/t-1.log", "pid": None,
         "max_runtime": 60.0, "waiting_for": None, "ending": None,
         "warnings": [{"kind": "quiet", "message": "no event"}], "clock": None,
-        "stall_limit": None, "busy_at": None,
+        "stall_limit": None, "busy_at": None, "turn": None, "session_id": None,
+        "tokens": 0, "cost_usd": 0.0, "role": None, "review_run": None,
     }]

@@ -29,10 +29,11 @@ def branch_of(lane: Lane, task_id: str) -> str:
     return workspace.branch_name(BOARD, task_id)
 
 
-def log(lane: Lane, span: str, fmt: str = "%H") -> list[str]:
+def log(lane: Lane, span: str, fmt: str = "%H", where: Path | None = None) -> list[str]:
+    """The commits of ``span`` in the repository (or in ``where``, a task's clone)."""
     said = subprocess.run(
         ["git", "log", f"--format={fmt}%x1e", *span.split()],
-        cwd=lane.repo, capture_output=True, text=True, check=True,
+        cwd=where or lane.repo, capture_output=True, text=True, check=True,
     )
     return [entry.strip("\n") for entry in said.stdout.split("\x1e") if entry.strip()]
 
@@ -183,7 +184,9 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     assert daemon.wait(timeout=30) == -signal.SIGKILL
     release.touch()
     branch = branch_of(lane, task.id)
-    [made] = log(lane, f"main..{branch}")
+    # Made in the task's clone; the repository gets it once the runner publishes it.
+    [made] = log(lane, f"main..{branch}", where=lane.home.worktree(BOARD, task.id))
+    assert log(lane, f"main..{branch}") == []
     assert list(lane.home.lane_dir(BOARD).glob("*.terminal.*")) == []
     assert lane.board.get_task(task.id).status is Status.RUNNING
     assert lane.start("--until-idle").wait(timeout=120) == 0

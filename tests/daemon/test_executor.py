@@ -128,15 +128,16 @@ def test_a_give_up_promises_no_next_attempt_and_one_turn_is_no_goal_turn(
     assert decided and not any("turn" in line for line in decided), decided
 
 
-def test_claude_as_root_without_a_declared_sandbox_falls_back_to_codex(
+def test_claude_as_root_without_a_declared_sandbox_falls_back_to_the_next_provider(
     services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The next installed one in the registry's order: with every (simulated) CLI, opencode."""
     if os.geteuid() != 0:
         pytest.skip("the claude root guard only applies to root")
     monkeypatch.delenv("IS_SANDBOX")
     task = lane.add("claude lane", assignee="cli-claude-medium")
     report = RunExecutor(services, claim(services, lane)).execute()
-    assert (report.ended, report.provider) == ("committed", "codex")
+    assert (report.ended, report.provider) == ("committed", "opencode")
     notes = " ".join(c.body for c in lane.board.comments(task.id))
     assert "worker_user" in notes
 

@@ -83,7 +83,7 @@ def test_a_reconnect_loop_is_still_caught_at_the_stall_timeout(lane: Lane) -> No
     task = lane.add("offline", body="[sim@claude:reconnect-forever]", assignee="cli-claude-low")
     run_until_idle(lane)
     assert lane.board.get_task(task.id).status is Status.DONE
-    assert attempts(lane, task.id) == [("claude", "stalled"), ("codex", "ok")]
+    assert attempts(lane, task.id) == [("claude", "stalled"), ("opencode", "ok")]  # the next CLI
     reason = lane.lane_state(task.id)["attempts"][0]["reason"]  # type: ignore[index]
     assert "and no tool call in flight" in reason
 

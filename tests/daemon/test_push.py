@@ -81,9 +81,9 @@ def test_a_worker_on_a_detached_head_has_its_result_pushed(lane: Lane) -> None:
 def test_a_late_push_refuses_a_branch_moved_after_the_board_took_the_result(
     services: Services, lane: Lane, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
-    """The runner stopped before its push; someone (another task, issue 47) moved the
-    branch on; the sweep's push pushes nothing and its comment names both commits: which
-    one the remote gets is a person's call."""
+    """The runner stopped before its push; someone moved the repository's branch on (a
+    person: a task moves only its own clone's, issue 47); the sweep's push pushes nothing
+    and its comment names both commits: which one the remote gets is a person's call."""
     remote = bare_remote(lane)
     services.cfg = services.cfg.replace(push="on_done")
     task = lane.add("pushed late")
@@ -91,7 +91,10 @@ def test_a_late_push_refuses_a_branch_moved_after_the_board_took_the_result(
     branch = workspace.branch_name(BOARD, task.id)
     result = ref(lane.repo, f"refs/heads/{branch}")
     assert result is not None
-    git("commit", "-q", "--allow-empty", "-m", "later work", cwd=lane.home.worktree(BOARD, task.id))
+    clone = lane.home.worktree(BOARD, task.id)
+    git("commit", "-q", "--allow-empty", "-m", "later work", cwd=clone)
+    assert ref(lane.repo, f"refs/heads/{branch}") == result  # in the task's clone only
+    git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=clone)
     moved = ref(lane.repo, f"refs/heads/{branch}")
     assert moved is not None and moved != result
     assert cleanup.sweep(services, POLICY, time.time(), lambda: False).followed_up

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lane_runner.run import checkout, interrupted, workspace
+from lane_runner.run import checkout, interrupted, taskgit, workspace
 from lane_runner.run import git as git_module
 
 
@@ -48,11 +48,14 @@ def test_a_worktree_is_created_on_the_lane_branch_and_reused(repo: Path, tmp_pat
 
 
 def test_a_removed_worktree_comes_back_on_its_existing_branch(repo: Path, tmp_path: Path) -> None:
+    """What the runner published on the repository's branch (``taskgit.publish``) is where
+    a task's clone made again starts."""
     target = tmp_path / "wt" / "t1"
     workspace.prepare(str(repo), target, "lane/b/t1")
     (target / "f").write_text("x")
     git("add", "f", cwd=target)
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "work", cwd=target)
+    taskgit.publish(target, "lane/b/t1", git("rev-parse", "HEAD", cwd=target).strip(), None)
     subprocess.run(["rm", "-rf", str(target)], check=True)
     workspace.prepare(str(repo), target, "lane/b/t1")
     assert (target / "f").read_text() == "x"
@@ -158,12 +161,13 @@ def test_every_moment_a_git_worktree_add_can_be_killed_at_is_recovered_from(
 def test_a_runner_killed_before_it_wrote_the_files_leaves_a_worktree_made_afresh(
     repo: Path, tmp_path: Path
 ) -> None:
-    """What the runner's add leaves when it is killed before ``checkout.write``: a worktree
+    """What an older runner's add left when it was killed before it wrote the files: a worktree
     without its files, locked ``initializing``. The next prepare makes it afresh, whole
     (else a run would commit every file as deleted)."""
     target = tmp_path / "wt" / "t"
     target.parent.mkdir()
-    git(*checkout.ADD, "-b", "lane/b/t", str(target), cwd=repo)
+    git("worktree", "add", "--no-checkout", "--lock", "--reason", interrupted.INITIALIZING,
+        "-b", "lane/b/t", str(target), cwd=repo)
     assert not (target / "README").exists()
     prepared = workspace.prepare(str(repo), target, "lane/b/t")
     assert (prepared.path / "README").read_text() == (repo / "README").read_text()
@@ -200,7 +204,11 @@ def test_concurrent_worktrees_of_one_repository(repo: Path, tmp_path: Path) -> N
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(git("worktree", "list", cwd=repo).splitlines()) == 7
+    for index in range(6):
+        clone = tmp_path / "wt" / f"t{index}"
+        assert git("branch", "--show-current", cwd=clone).strip() == f"lane/b/t{index}"
+        assert taskgit.repository_of(clone) == (repo / ".git").resolve()
+    assert len(taskgit.entries(repo / ".git")) == 6
 
 
 @pytest.mark.parametrize(
@@ -435,7 +443,7 @@ def test_worktrees_of_one_repository_share_its_lock_whatever_path_names_it(
     workspace.prepare(str(repo), tmp_path / "wt" / "t1", "lane/b/t1")
     common = {
         workspace._locate(path, None).common  # type: ignore[union-attr]
-        for path in (repo, repo / "service", tmp_path / "wt" / "t1")
+        for path in (repo, repo / "service")
     }
     assert common == {(repo / ".git").resolve()}
 
@@ -481,7 +489,8 @@ def test_a_branch_named_like_the_boards_folder_leaves_tasks_their_twin(
     assert git("branch", "--show-current", cwd=target).strip() == "lane-b-t1"
     (target / "work.txt").write_text("done\n")
     commit_all(target, "work")
-    git("worktree", "remove", "--force", str(target), cwd=repo)
+    taskgit.publish(target, "lane-b-t1", git("rev-parse", "HEAD", cwd=target).strip(), None)
+    assert workspace.remove(target, force=True) is None
     git("branch", "-D", "lane/b", cwd=repo)  # lane/b/t1 could be made now: the twin is kept
     again = workspace.prepare(str(repo), target, "lane/b/t1")
     assert again.branch == "lane-b-t1" and (target / "work.txt").exists()
@@ -490,7 +499,7 @@ def test_a_branch_named_like_the_boards_folder_leaves_tasks_their_twin(
 def test_a_task_already_on_its_lane_branch_keeps_it(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt" / "t1"
     workspace.prepare(str(repo), target, "lane/b/t1")
-    git("worktree", "remove", "--force", str(target), cwd=repo)
+    assert workspace.remove(target, force=True) is None
     assert workspace.prepare(str(repo), target, "lane/b/t1").branch == "lane/b/t1"
 
 

@@ -106,6 +106,8 @@ class HermesLane(Runner):
     hermes: HermesHome
     config: dict[str, object] = field(default_factory=lambda: dict(FAST_CONFIG))
     daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More environment for the daemon (``tests.harness.hold_commit``)."""
 
     def __post_init__(self) -> None:
         self.home = Home(self.root)
@@ -113,6 +115,9 @@ class HermesLane(Runner):
         self.control = self.root / "sim-control.json"
         self.control.write_text("{}")
         self.write_config(board_url=f"hermes://{self.hermes.path}")
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), **self.extra_env}
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
         process = self.spawn(*args)

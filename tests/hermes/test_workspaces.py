@@ -9,6 +9,7 @@ import subprocess
 from contextlib import closing
 from pathlib import Path
 
+from lane_runner.run import taskgit
 from tests.harness import git
 from tests.hermes.conftest import HermesHome, HermesLane, repository
 
@@ -88,15 +89,19 @@ def test_concurrent_tasks_of_one_repository_never_share_a_checkout(
         ).fetchone()[0]
     assert overlapped > 0  # they did run at the same time
     assert len(set(places)) == 4 and str(repo) not in places
+    common = (repo / ".git").resolve()
     listed = subprocess.run(
         ["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True
     ).stdout
+    for place in places[:2]:  # dir: each in its own clone of the repository (run/taskgit.py)
+        assert taskgit.repository_of(Path(place)) == common
+    for place in places[2:]:  # worktree: each in Hermes's own worktree of it
+        assert f"worktree {place}" in listed
     for place in places:
-        assert f"worktree {place}" in listed  # each its own worktree of the repository
         assert (Path(place) / "sim-output.txt").is_file()
     assert not (repo / "sim-output.txt").exists()  # the user's checkout untouched
     sub = Path(place_of(hermes, inside))
-    assert sub.name == "sub" and f"worktree {sub.parent}" in listed  # the same place inside
+    assert sub.name == "sub" and taskgit.repository_of(sub.parent) == common  # same place
     assert (sub / "sim-output.txt").is_file() and not (repo / "sub" / "sim-output.txt").exists()
 
 

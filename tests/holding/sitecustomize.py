@@ -9,6 +9,9 @@
   runner's git runs no hook now.
 - ``HOOKS_VARIABLE``: the runner's git runs the repository's hooks again, for tests of
   what bounds a git command (a hook is the simplest git child that holds it).
+- ``COUNT_VARIABLE`` (a path): every git command the runner runs appends a line to that
+  file, its subcommand and the folder it ran in, so a test can count git calls per task
+  (``tests/daemon/test_git_budget.py``); the command itself runs as before.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 HOLD_VARIABLE = "LANE_TEST_HOLD_COMMIT"
 HOOKS_VARIABLE = "LANE_TEST_REPOSITORY_HOOKS"
+COUNT_VARIABLE = "LANE_TEST_COUNT_GIT"
 
 
 def _install(held: Path, release: Path, at: str) -> None:
@@ -47,6 +51,27 @@ def hooks_on() -> None:
     git.NEUTRAL = (git.NEUTRAL[0], *kept)  # type: ignore[misc]
 
 
+def count_git(tally: Path) -> None:
+    """Each call of the runner's ``git.run`` appends its subcommand and folder to ``tally``
+    (one ``write`` of one line, so threads' lines never interleave)."""
+    from lane_runner.run import git
+
+    original = git.run
+
+    def counted(*args: str, cwd: Path, **kwargs: object) -> object:
+        line = f"{' '.join(args)}\t{cwd}\n".encode()
+        descriptor = os.open(tally, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(descriptor, line)
+        finally:
+            os.close(descriptor)
+        return original(*args, cwd=cwd, **kwargs)  # type: ignore[arg-type]
+
+    git.run = counted  # type: ignore[assignment]
+
+
+if os.environ.get(COUNT_VARIABLE):
+    count_git(Path(os.environ[COUNT_VARIABLE]))
 if os.environ.get(HOOKS_VARIABLE):
     hooks_on()
 if os.environ.get(HOLD_VARIABLE):

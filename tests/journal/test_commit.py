@@ -123,6 +123,33 @@ def test_authority_comes_from_the_path(journal: Journal, board: SqliteBoard, lan
     assert board.retries() == [("b1", "t1", 8, "foreign-identity")]
 
 
+def test_evidence_another_writer_is_placing_by_link_and_unlink_is_waited_for(
+    journal: Journal, board: SqliteBoard, lanes: Path
+) -> None:
+    """Where rename-no-replace is ``link`` + ``unlink``, the evidence another finalizer is
+    placing has two links for a moment: the finalizer waits for it to settle rather than
+    leave its record pending. Catches: pinning once (the flake of the two finalizer
+    threads on the link fallback: one answered ``pending``)."""
+    board.start("t1", 7)
+    journal.write_pending(**pending_kwargs())
+
+    def commit_then_die(record: object) -> CommitResult:
+        raise Stop("crashed before the board commit")
+
+    assert journal.finalize("b1", "t1", 7, commit_then_die) is FinalizeOutcome.PENDING
+    (prepared,) = (lanes / "b1").glob("*.prepared-*")
+    other = prepared.with_name(".being-placed-by-another")
+    os.link(prepared, other)  # the other writer's link, its unlink a moment away
+    settled = threading.Timer(0.02, other.unlink)
+    settled.start()
+    try:
+        outcome = journal.finalize("b1", "t1", 7, board.commit)  # type: ignore[arg-type]
+    finally:
+        settled.join()
+    assert outcome is FinalizeOutcome.COMMITTED
+    assert len(board.completions()) == 1
+
+
 def test_two_finalizer_threads_complete_the_board_once(
     journal: Journal, board: SqliteBoard, lanes: Path
 ) -> None:

@@ -161,12 +161,12 @@ def test_codex_and_claude_events_become_readable_lines() -> None:
     }
     assert transcript.render(orjson.dumps(command).decode()) == "$ pytest -q (exit 1)"
     assert transcript.render('{"type":"turn.started"}') is None
-    tool = {
-        "type": "assistant",
+    tool = {  # every claude event names its session (what tells it from gemini's)
+        "type": "assistant", "session_id": "s",
         "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}]},
     }
     assert transcript.render(orjson.dumps(tool).decode()) == "tool Bash: ls"
-    failed = {"type": "result", "is_error": True, "result": "Not logged in"}
+    failed = {"type": "result", "session_id": "s", "is_error": True, "result": "Not logged in"}
     assert transcript.render(orjson.dumps(failed).decode()) == "result FAILED: Not logged in"
     assert transcript.render("[stderr] boom") == "[stderr] boom"
     assert transcript.render("{not json") == "{not json"

@@ -49,7 +49,7 @@ def test_the_pods_grace_outlasts_the_runners_shutdown() -> None:
 
 #: Manifests the kustomization names as optional, commented out: they must be edited to
 #: the cluster first (the NetworkPolicy's selectors of the board and of Prometheus).
-OPTIONAL = ("networkpolicy.yaml",)
+OPTIONAL = ("networkpolicy.yaml", "console-service.yaml")
 
 
 def test_the_kustomization_lists_every_manifest_and_the_service_selects_the_pods() -> None:

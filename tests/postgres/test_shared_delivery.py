@@ -12,6 +12,7 @@ and A's next recovery clears the lane state that still held the result.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import orjson
 
@@ -22,9 +23,10 @@ from tests.harness import hold_commit
 from .conftest import BOARD, Fleet
 
 
-def commits(fleet: Fleet, *span: str) -> list[str]:
+def commits(fleet: Fleet, *span: str, where: Path | None = None) -> list[str]:
+    """The commits of ``span`` in the shared repository (or in ``where``, a task's clone)."""
     said = subprocess.run(
-        ["git", "log", "--format=%H", *span], cwd=fleet.repo,
+        ["git", "log", "--format=%H", *span], cwd=where or fleet.repo,
         capture_output=True, text=True, check=True,
     )
     return said.stdout.split()
@@ -47,7 +49,9 @@ def test_a_result_committed_by_a_killed_runner_is_delivered_once_by_another_home
     fleet.wait(held.exists, timeout=120, what="home A's result commit")
     first.kill()
     release.touch()
-    [made] = commits(fleet, f"main..{branch}")
+    # Made in home A's clone of the task; recovery puts it on the repository's branch.
+    [made] = commits(fleet, f"main..{branch}", where=first.home.worktree(BOARD, task.id))
+    assert commits(fleet, f"main..{branch}") == []
     [run_a] = fleet.board.runs(task.id)
     assert run_a.node == first.node and run_a.ended_at is None
     accepted = orjson.loads((first.home.lane_dir(BOARD) / f"{task.id}.json").read_bytes())

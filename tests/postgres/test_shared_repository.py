@@ -1,17 +1,17 @@
 """Three runners, their own homes, one PostgreSQL board and ONE workspace repository.
 
-One runner is SIGKILLed for good mid-run. Its worktrees stay registered in the
-shared repository and keep holding their tasks' branches; the runs it held come
+One runner is SIGKILLed for good mid-run. Its clones stay registered in the shared
+repository and keep working on their tasks' branches; the runs it held come
 back through their expired leases, and the runner that claims each one next
 takes the dead runner's worktree over instead of blocking the task.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from lane_runner.board.model import NewTask, Outcome
+from lane_runner.run import taskgit
 
 from .conftest import Fleet, Pod
 
@@ -64,16 +64,13 @@ def test_a_dead_runner_s_worktrees_are_taken_over(fleet: Fleet) -> None:
 
 
 def holding_branches(repo: Path, pod: Pod) -> set[str]:
-    """The tasks whose branch git has checked out in one of ``pod``'s worktrees."""
-    listing = subprocess.run(
-        ["git", "-C", str(repo), "worktree", "list", "--porcelain"],
-        capture_output=True, text=True, check=True,
-    ).stdout
+    """The tasks whose branch one of ``pod``'s clones works on, as the repository's
+    registry of its tasks' clones names them (``run/taskgit.py``)."""
     home = str(pod.root.resolve())
-    held = set()
-    for entry in listing.split("\n\n"):
-        fields = dict(line.partition(" ")[::2] for line in entry.splitlines())
-        path, branch = fields.get("worktree", ""), fields.get("branch", "")
-        if path.startswith(home) and branch.startswith("refs/heads/lane/shared/"):
-            held.add(branch.rpartition("/")[2])
-    return held
+    return {
+        entry.branch.rpartition("/")[2]
+        for entry in taskgit.entries(repo / ".git")
+        if str(entry.worktree.resolve()).startswith(home)
+        and entry.branch.startswith("lane/shared/")
+        and entry.worktree.is_dir()
+    }

@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lane_runner.providers import ProviderRequest, claude, worker_environment
+from lane_runner.providers import ProviderRequest, claude, codex, worker_environment
 from lane_runner.providers.simulators import install
 from schemas import load_bytes
 
@@ -64,3 +65,15 @@ def make_request(tmp_path: Path, sim_bin: dict[str, Path]) -> RequestFactory:
         return ProviderRequest(**fields)
 
     return build
+
+
+def codex_argv(req: ProviderRequest, thread_id: str | None) -> list[str]:
+    """codex's command line for ``req``: a new thread, else ``exec resume`` of ``thread_id``."""
+    return codex.ADAPTER.argv(replace(req, session_id=thread_id), resume=thread_id is not None,
+                              result_file=req.result_file, schema="")
+
+
+def claude_argv(req: ProviderRequest, session_id: str, resume: bool, schema: str) -> list[str]:
+    """claude's command line for ``req`` with ``session_id`` reserved or resumed."""
+    return claude.ADAPTER.argv(replace(req, session_id=session_id), resume=resume,
+                               result_file=req.result_file, schema=schema)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lane_runner.providers import claude, codex
+from lane_runner.providers import claude
 from lane_runner.providers.simulators import claude as claude_sim
 from lane_runner.providers.simulators import codex as codex_sim
 from schemas import load
 
-from .conftest import RequestFactory
+from .conftest import RequestFactory, claude_argv, codex_argv
 
 THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 SESSION = "3f0b6f1e-1d2c-4a8e-9f00-5a5a5a5a5a5a"
@@ -22,7 +22,7 @@ SESSION = "3f0b6f1e-1d2c-4a8e-9f00-5a5a5a5a5a5a"
 
 def test_codex_new_thread(make_request: RequestFactory, tmp_path: Path) -> None:
     req = make_request("codex")
-    argv = codex.argv(req, thread_id=None, result_file=req.result_file)
+    argv = codex_argv(req, None)
     assert argv == [
         str(req.executable), "--dangerously-bypass-approvals-and-sandbox",
         "--dangerously-bypass-hook-trust", "exec", "--json",
@@ -34,7 +34,7 @@ def test_codex_new_thread(make_request: RequestFactory, tmp_path: Path) -> None:
 
 def test_codex_resume(make_request: RequestFactory) -> None:
     req = make_request("codex")
-    argv = codex.argv(req, thread_id=THREAD, result_file=req.result_file)
+    argv = codex_argv(req, THREAD)
     assert argv[1:5] == ["--dangerously-bypass-approvals-and-sandbox",
                          "--dangerously-bypass-hook-trust", "exec", "resume"]
     assert argv[-2:] == [THREAD, "-"]
@@ -45,7 +45,7 @@ def test_codex_resume(make_request: RequestFactory) -> None:
 @pytest.mark.parametrize("resume", [False, True])
 def test_claude_argv(make_request: RequestFactory, resume: bool) -> None:
     req = make_request("claude", session_id=SESSION)
-    argv = claude.argv(req, session_id=SESSION, resume=resume, schema_text='{"type":"object"}')
+    argv = claude_argv(req, SESSION, resume, '{"type":"object"}')
     assert argv[:6] == [str(req.executable), "-p", "--output-format", "stream-json",
                         "--verbose", "--json-schema"]
     assert argv[argv.index("--model") + 1] == "claude-sonnet-4-5"
@@ -62,11 +62,11 @@ def test_claude_argv(make_request: RequestFactory, resume: bool) -> None:
 def test_simulators_parse_our_argv(make_request: RequestFactory) -> None:
     req = make_request("codex")
     for thread in (None, THREAD):
-        parsed = codex_sim.parse(codex.argv(req, thread_id=thread, result_file=req.result_file)[1:])
+        parsed = codex_sim.parse(codex_argv(req, thread)[1:])
         assert parsed.resume is (thread is not None)
         assert parsed.options["output"] == [str(req.result_file)]
     parsed_claude = claude_sim.parse(
-        claude.argv(req, session_id=SESSION, resume=False, schema_text="{}")[1:])
+        claude_argv(req, SESSION, False, "{}")[1:])
     assert parsed_claude.options["session_id"] == SESSION
     assert parsed_claude.options["settings"] == str(req.settings_path)
     assert len(parsed_claude.denied) == len(claude.DENIED_TOOLS)

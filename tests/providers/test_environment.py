@@ -35,7 +35,7 @@ def test_claude_gets_its_own_credentials_home_and_extras() -> None:
 
 def test_unknown_provider_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown provider"):
-        worker_environment("gemini", source=RUNNER_ENV)
+        worker_environment("aider", source=RUNNER_ENV)
 
 
 def test_path_always_present() -> None:

@@ -13,7 +13,7 @@ from lane_runner import config
 from lane_runner.errors import UsageError
 from lane_runner.providers import claude, codex
 
-from .conftest import RequestFactory
+from .conftest import RequestFactory, codex_argv
 
 CODEX = codex.ADAPTER
 CLAUDE = claude.ADAPTER
@@ -100,7 +100,7 @@ def test_codex_gets_each_setting_as_c_before_the_runners_own_flags(
     make_request: RequestFactory, tmp_path: Path
 ) -> None:
     req = make_request("codex", config_overrides=load(tmp_path).codex_config)
-    argv = codex.argv(req, thread_id=None, result_file=req.result_file)
+    argv = codex_argv(req, None)
     flags = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-c"]
     assert flags == [
         'model_provider="corp"',
@@ -112,8 +112,7 @@ def test_codex_gets_each_setting_as_c_before_the_runners_own_flags(
         'model_providers.corp.http_headers.X-Team="lanes"',
         'model_reasoning_effort="high"',
     ]
-    resumed = codex.argv(req, thread_id="0199a213-81c0-7800-8aa1-bbab2a035a53",
-                         result_file=req.result_file)
+    resumed = codex_argv(req, "0199a213-81c0-7800-8aa1-bbab2a035a53")
     assert resumed.count("-c") == argv.count("-c"), "a resumed thread keeps the gateway"
 
 

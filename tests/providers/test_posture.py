@@ -17,8 +17,9 @@ from lane_runner.providers import ADAPTERS, Classification, claude, codex, denie
 from lane_runner.providers.simulators import codex as codex_sim
 from lane_runner.router import Route
 from lane_runner.run import plan
+from lane_runner.run.slices import Supervisor
 
-from .conftest import RequestFactory
+from .conftest import RequestFactory, claude_argv, codex_argv
 
 CLAUDE = claude.ADAPTER
 
@@ -39,7 +40,7 @@ def test_codex_bypasses_its_sandbox_and_approvals_by_default(
 ) -> None:
     """Today's posture, unchanged unless codex_sandbox says otherwise."""
     req = make_request("codex", sandbox=mode)
-    argv = codex.argv(req, thread_id=thread, result_file=req.result_file)
+    argv = codex_argv(req, thread)
     assert argv[1] == BYPASS and argv.index("exec") == 3
     assert _sandbox_options(argv) == []
 
@@ -52,7 +53,7 @@ def test_codex_sandbox_mode_replaces_the_bypass_in_both_forms(
     """``-c`` overrides, which ``exec resume`` takes too (it has no ``--sandbox``), after
     the operator's own so they win, and approvals never asked: nobody answers."""
     req = make_request("codex", sandbox=mode, config_overrides={"sandbox_workspace_write.x": 1})
-    argv = codex.argv(req, thread_id=thread, result_file=req.result_file)
+    argv = codex_argv(req, thread)
     assert BYPASS not in argv and "--skip-git-repo-check" in argv
     assert _sandbox_options(argv) == [f'sandbox_mode="{mode}"', 'approval_policy="never"']
     assert argv.index(f'sandbox_mode="{mode}"') > argv.index("sandbox_workspace_write.x=1")
@@ -82,24 +83,23 @@ def test_the_configured_sandbox_reaches_the_request(tmp_path: Path) -> None:
     route = Route("codex", "gpt-5.5", "low", "codex-low", "static", "test", 0)
     planned = plan.plan_attempt(route, cfg, Home(tmp_path), {"codex": tmp_path / "codex"}, {}, {})
     req = plan.request(
-        planned, cfg, executable=tmp_path / "codex", prompt="p", workspace=tmp_path,
+        planned, Supervisor.of(cfg), executable=tmp_path / "codex", prompt="p", workspace=tmp_path,
         schema_path=tmp_path / "s.json", result_file=tmp_path / "r.json",
         retry_result_file=None, log_path=tmp_path / "log", env={}, deadline=0.0,
     )
     assert req.sandbox == "read-only"
-    assert 'sandbox_mode="read-only"' in codex.argv(req, thread_id=None,
-                                                    result_file=req.result_file)
+    assert 'sandbox_mode="read-only"' in codex_argv(req, None)
 
 
 def test_every_cli_says_how_it_denies_commands() -> None:
-    """Both CLIs have a way; a third CLI without one must say so in docs/security.md."""
+    """Each CLI has a way; one without must say so in docs/security.md."""
     assert {name: bool(cli.denies_by) for name, cli in ADAPTERS.items()} == {
-        "codex": True, "claude": True}
+        "codex": True, "claude": True, "opencode": True, "gemini": True}
 
 
 def test_claude_gets_every_denied_command_twice(make_request: RequestFactory) -> None:
     req = make_request("claude")
-    argv = claude.argv(req, session_id=str(req.session_id), resume=False, schema_text="{}")
+    argv = claude_argv(req, str(req.session_id), False, "{}")
     flagged = argv[argv.index("--disallowedTools") + 1 : -2]
     settings = json.loads(CLAUDE.settings_file())["permissions"]["deny"]
     for command in denied.DENIED_COMMANDS:

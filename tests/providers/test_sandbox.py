@@ -203,6 +203,26 @@ def test_a_task_in_its_sandbox_reaches_only_its_worktree_and_the_allowed_hosts(
     assert not (paths["repo"] / ".git" / "hooks" / "post-commit").exists()
 
 
+
+def test_a_setting_missing_from_the_clis_home_cannot_be_planted_for_the_next_task(
+    make_request: RequestFactory, shared_dir: Path, greeter: int
+) -> None:
+    """The CLI's home is writable in its sandbox (sessions, logins); its settled files
+    are bound read-only where they are, and nothing is bound where they are not. Catches:
+    the missing ones not made empty (as the worker) before the start: a task writes a
+    ``config.toml`` (``notify``: a command) that the next codex started as that worker
+    obeys."""
+    paths = _layout(shared_dir)
+    config = shared_dir / "codex-home" / "config.toml"
+    config.unlink()
+    assert "config-planted" in _attack(make_request, paths, greeter, isolated=False)
+    config.unlink()  # the attack is real without the sandbox
+    inside = _attack(make_request, paths, greeter, isolated=True)
+    assert "config-planted" not in inside
+    assert config.read_text() == ""
+    assert config.stat().st_uid == pwd.getpwnam(WORKER).pw_uid  # made as the worker
+
+
 def test_a_process_left_behind_ends_with_its_attempt_even_without_a_cgroup(
     make_request: RequestFactory, shared_dir: Path, greeter: int,
     monkeypatch: pytest.MonkeyPatch,

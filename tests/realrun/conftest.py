@@ -2,12 +2,14 @@
 
 What the contract suite (tests/contract) needs, plus:
 
-- ``model_server``: ``modelserver.py`` as the first process of a network namespace
-  of its own (``netns.py``), answering both CLIs by the script each test writes;
+- ``model_server``: ``bench/modelserver.py`` as the first process of a network
+  namespace of its own (``bench/netns.py``), answering the CLIs by the script each
+  test writes (the waste figure, bench/figures/waste.py, drives the same server);
 - ``real_lane``: a home, a board and a repository the worker user owns, whose
   ``config.toml`` points the CLIs at that server with the operator's own settings
-  (``codex_config``, ``codex_env``, ``claude_env``; docs/configuration.md, "Your own model
-  gateway"), and whose daemon and commands run inside the namespace.
+  (``codex_config``, ``codex_env``, ``claude_env``, ``opencode_env``, ``gemini_env``;
+  docs/configuration.md, "Your own model gateway"), and whose daemon and commands run
+  inside the namespace.
 
 Without a namespace, the pinned CLIs or the worker user the tests skip, naming why;
 ``LANE_CONTRACT_REQUIRED=1`` (CI) makes that a failure.
@@ -22,26 +24,27 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench import gateway, netns
+from bench.scripted import ModelServer, ServerDidNotStart
 from tests.contract import conftest as contract
 from tests.contract.conftest import MARK_VARIABLE, Scratch, cli_path
 from tests.harness import BOARD, Lane, git
-
-from . import netns
 
 #: The contract suite's fixtures: the worker user, and a scratch directory it can reach.
 worker = contract.worker
 scratch = contract.scratch
 
-SERVER = Path(__file__).with_name("modelserver.py")
-#: The scripted gateway's id in codex's configuration, and the variable its key is in.
-GATEWAY = "scripted"
-GATEWAY_KEY = "SCRIPTED_GATEWAY_KEY"
+#: The real CLIs every real lane is given (a fallback goes to the next installed one:
+#: claude and codex to each other, as the older tests expect); ``RealLane.install``
+#: gives it the others.
+BASE_CLIS = ("codex", "claude")
+CLIS = (*BASE_CLIS, "opencode", "gemini")
 #: Fast clocks, real CLIs: a node CLI takes seconds to start on a loaded machine, so
 #: the stall clock is generous unless a test is about it.
 REAL_CONFIG: dict[str, object] = {
@@ -70,70 +73,6 @@ def answer(summary: str, changed: list[str] | None = None, **fields: Any) -> dic
     return result
 
 
-@dataclass
-class ModelServer:
-    """The scripted server, its script and what the CLIs sent it."""
-
-    root: Path
-    process: subprocess.Popen[bytes] = field(init=False)
-    port: int = field(init=False)
-
-    @property
-    def script_file(self) -> Path:
-        return self.root / "script.json"
-
-    @property
-    def log_file(self) -> Path:
-        return self.root / "requests.jsonl"
-
-    def start(self) -> None:
-        self.script_file.write_text(json.dumps({"tasks": {}}))
-        ready = self.root / "port"
-        argv = [sys.executable, str(SERVER), "--script", str(self.script_file),
-                "--log", str(self.log_file), "--ready", str(ready), "--loopback-up"]
-        output = (self.root / "server.out").open("wb")
-        self.process = subprocess.Popen(netns.isolated(argv), stdout=output, stderr=output)
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                said = (self.root / "server.out").read_text(errors="replace")
-                pytest.fail(f"the scripted model server did not start: {said}", pytrace=False)
-            time.sleep(0.05)
-        self.port = int(ready.read_text())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def script(self, marker: str, **providers: list[dict[str, Any]]) -> None:
-        """Give ``marker``'s task its steps per provider (``codex=[...]``, ``claude=[...]``)."""
-        document = json.loads(self.script_file.read_text())
-        document["tasks"][marker] = providers
-        temporary = self.script_file.with_suffix(".tmp")
-        temporary.write_text(json.dumps(document))
-        temporary.replace(self.script_file)
-
-    def requests(
-        self, marker: str | None = None, provider: str | None = None
-    ) -> list[dict[str, Any]]:
-        if not self.log_file.exists():
-            return []
-        lines = self.log_file.read_text().split("\n")[:-1]  # the last may be half written
-        entries = [json.loads(line) for line in lines if line]
-        return [e for e in entries if (marker is None or e["marker"] == marker)
-                and (provider is None or e["provider"] == provider)]
-
-    def join(self, argv: list[str]) -> list[str]:
-        """``argv`` run inside the server's network namespace."""
-        return netns.joined(self.process.pid, argv)
-
-    def base_url(self, provider: str) -> str:
-        """What each CLI is pointed at: codex appends ``/responses``, claude ``/v1/messages``."""
-        root = f"http://127.0.0.1:{self.port}"
-        return f"{root}/v1" if provider == "codex" else root
-
-
 def wait_until(condition: Callable[[], bool], timeout: float, what: str,
                log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
@@ -151,32 +90,27 @@ def model_server(scratch: Scratch) -> Iterator[ModelServer]:
     if reason is not None:
         contract.missing(f"real runs need a network namespace of their own: {reason}")
     server = ModelServer(scratch.path("model-server", directory=True))
-    server.start()
+    try:
+        server.start()
+    except ServerDidNotStart as error:
+        pytest.fail(str(error), pytrace=False)
     yield server
     server.stop()
 
 
+#: What the worker's gemini settings must select for ``GOOGLE_GEMINI_BASE_URL`` to be taken
+#: (providers/gemini.py).
+GEMINI_SETTINGS = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+
+
+def opencode_config(server: ModelServer) -> str:
+    return gateway.opencode_config(server.port)
+
+
 def gateway_settings(server: ModelServer) -> dict[str, object]:
-    """The operator's settings that point both CLIs at the scripted server
+    """The operator's settings that point every CLI at the scripted server
     (docs/configuration.md)."""
-    return {
-        "codex_config": {
-            "model_provider": GATEWAY,
-            "model_providers": {GATEWAY: {
-                "name": "Scripted model server",
-                "base_url": server.base_url("codex"),
-                "wire_api": "responses",
-                "env_key": GATEWAY_KEY,
-                "requires_openai_auth": False,
-                "request_max_retries": 1,
-                "stream_max_retries": 1,
-            }},
-            "analytics": {"enabled": False},
-            "features": {"plugins": False},
-        },
-        "codex_env": {GATEWAY_KEY: "scripted-codex-key"},
-        "claude_env": {"ANTHROPIC_BASE_URL": server.base_url("claude")},
-    }
+    return gateway.settings(server.port)
 
 
 @dataclass
@@ -189,7 +123,7 @@ class RealLane(Lane):
     def __post_init__(self) -> None:
         assert self.server is not None and self.scratch is not None
         self.config = {**REAL_CONFIG, **gateway_settings(self.server),
-                       "codex_bin": str(cli_path("codex")), "claude_bin": str(cli_path("claude"))}
+                       **{f"{name}_bin": str(cli_path(name)) for name in BASE_CLIS}}
         if self.scratch.worker.name:
             self.config["worker_user"] = self.scratch.worker.name
         super().__post_init__()
@@ -209,9 +143,23 @@ class RealLane(Lane):
             "ANTHROPIC_API_KEY": "scripted-claude-key",
             "CODEX_HOME": str(self.scratch.path("cli-home", ".codex", directory=True)),
             "CLAUDE_CONFIG_DIR": str(self.scratch.path("cli-home", ".claude", directory=True)),
+            "GEMINI_CLI_HOME": str(self.gemini_home()),
             **self.extra_env,
         }
         return {name: value for name, value in environ.items() if value}
+
+    def install(self, *names: str) -> None:
+        """Give the daemon these real CLIs too (``<name>_bin``): a fallback may go to them."""
+        self.write_config(**{f"{name}_bin": str(cli_path(name)) for name in names})
+
+    def gemini_home(self) -> Path:
+        """The workers' ``GEMINI_CLI_HOME``, its settings selecting the API-key auth."""
+        assert self.scratch is not None
+        home = self.scratch.path("cli-home", "gemini", directory=True)
+        settings = self.scratch.path("cli-home", "gemini", ".gemini", directory=True)
+        (settings / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+        os.chown(settings / "settings.json", self.scratch.worker.uid, self.scratch.worker.gid)
+        return home
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         assert self.server is not None
@@ -249,7 +197,8 @@ class RealLane(Lane):
 
 @pytest.fixture
 def real_lane(scratch: Scratch, model_server: ModelServer) -> Iterator[RealLane]:
-    cli_path("codex"), cli_path("claude")  # skip (or fail in CI) before building anything
+    for name in CLIS:
+        cli_path(name)  # skip (or fail in CI) before building anything
     lane = RealLane(scratch.path("home"), server=model_server, scratch=scratch)
     yield lane
     lane.stop_all()

@@ -59,6 +59,11 @@ SHOWN_BY: dict[str, str] = {
     "checkout": SIMULATOR_ONLY + "where the worker leaves HEAD is git's, not the CLI's: a "
     "simulator moves it as any tool would, and the runner's answer is the same whichever "
     "CLI ran the checkout (tests/daemon/test_delivery.py)",
+    "feedback": ("realrun/test_verify.py::"
+                 "test_codex_implements_claude_reviews_through_a_failing_check_and_changes_asked"),
+    "prose": SIMULATOR_ONLY + "a reply that is not the schema gets a repair turn in the same "
+    "session, the same whichever prompted CLI carried it (tests/providers, the repair "
+    "tests); the real CLIs are asked for the schema and answer it",
     "escapes": SIMULATOR_ONLY + "the text log and journal show escape a summary's control "
     "characters, the same whichever CLI carried it (tests/operator/test_terminal_escapes.py)",
 }

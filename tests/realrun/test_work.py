@@ -185,7 +185,13 @@ def test_a_kill_9_between_the_commit_and_the_pending_record_leaves_one_commit(
     daemon.send_signal(signal.SIGKILL)
     daemon.wait()
     release.touch()
-    [made] = branch_commits(real_lane, task.id)
+    # Made in the task's clone; the repository gets it once the runner publishes it.
+    span = f"main..{workspace.branch_name(BOARD, task.id)}"
+    [made] = subprocess.run(
+        ["git", "-c", "safe.directory=*", "log", "--format=%H", span],
+        cwd=real_lane.home.worktree(BOARD, task.id), capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert branch_commits(real_lane, task.id) == []
     assert list(real_lane.home.lane_dir(BOARD).glob("*.terminal.*")) == []
     asked = len(model_server.requests(name, provider))
     assert real_lane.start("--until-idle").wait(timeout=300) == 0
@@ -201,8 +207,8 @@ def test_a_cli_that_commits_by_itself_is_respected_and_no_change_is_a_result(
     """A real CLI whose tool commits its own work: that commit is the result, the runner
     adds an empty one that carries the accepted result. Another that changes nothing:
     done, with only that empty commit."""
-    # Under isolation = sandbox the shared git directory is read-only and an agent's own
-    # commit fails (docs/security.md): this is the worker user's view, as before.
+    # The worker user's view; an agent's own commit in its sandbox is
+    # tests/realrun/test_sandbox.py's.
     real_lane.write_config(isolation="user")
     commits, idle = marker(f"self-commit-{provider}"), marker(f"no-change-{provider}")
     model_server.script(commits, **{provider: [

@@ -151,7 +151,9 @@ def client() -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def router(server: ScriptedRouter, client: httpx.Client) -> HttpRouter:
-    return HttpRouter(server.url, client, timeout=5.0, retries=2, backoff=0.01)
+    """A router on a host with codex and claude installed: each hands over to the other."""
+    return HttpRouter(server.url, client, timeout=5.0, retries=2, backoff=0.01,
+                      usable=("codex", "claude"))
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ def test_unknown_kind_or_provider_is_refused(tmp_path):
     with pytest.raises(ValueError):
         record_failure(tmp_path, "codex", "disk", "?")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        record_failure(tmp_path, "gemini", "auth", "?")
+        record_failure(tmp_path, "aider", "auth", "?")
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def test_body_that_is_not_json_leaves_the_header_standing(server, router):
         ("codex/gpt-5/high", "malformed"),
         ("worker/codex//high", "malformed"),
         ("worker/codex/gpt-5/high/now", "malformed"),
-        ("worker/gemini/gemini-3/high", "unsupported"),
+        ("worker/aider/gemini-3/high", "unsupported"),
         ("worker/codex/gpt-5/maximum", "unsupported"),
     ],
 )

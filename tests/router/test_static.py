@@ -15,7 +15,8 @@ MANUAL = [(p, e) for p in ("codex", "claude") for e in ("low", "medium", "high",
 
 @pytest.fixture
 def policy(cfg):
-    return StaticPolicy(cfg.replace(codex_models=CODEX, claude_models=CLAUDE))
+    """A host with codex and claude installed: each hands over to the other."""
+    return StaticPolicy(cfg.replace(codex_models=CODEX, claude_models=CLAUDE), ("codex", "claude"))
 
 
 @pytest.mark.parametrize(("provider", "effort"), MANUAL)
@@ -30,6 +31,19 @@ def test_manual_lane_is_honoured_as_given(policy, provider, effort):
         f"static policy: manual lane cli-{provider}-{effort}",
         route.latency_ms,
     )
+
+
+def test_a_fallback_goes_to_the_next_installed_provider_in_the_registrys_order(cfg):
+    """With every CLI installed the order is codex, claude, opencode, gemini, round; a CLI
+    that is not installed is passed over (issue 43)."""
+    every = StaticPolicy(cfg)
+    assert [every.route("ctx", f"cli-{p}-low", p, "hit its usage limit").provider
+            for p in ("codex", "claude", "opencode", "gemini")] == [
+        "claude", "opencode", "gemini", "codex"]
+    some = StaticPolicy(cfg, ("codex", "gemini"))
+    assert some.route("ctx", "cli-codex-low", "codex", "x").provider == "gemini"
+    assert some.route("ctx", "cli-gemini-low", "gemini", "x").provider == "codex"
+    assert some.route("ctx", "cli-claude-low", "claude", "x").provider == "gemini"
 
 
 @pytest.mark.parametrize(("provider", "effort"), MANUAL)

@@ -21,7 +21,9 @@ The spec, as the invariants read it:
   exactly when a total that holds it followed (it is ``covered``);
 - a total-only thread is counted as the sum of what each of its counts reached;
 - one session's figures never move another's, and what the ledger holds is what its
-  file holds.
+  file holds;
+- every record says the role of the attempt that reported it (a session is an
+  implementer's or a reviewer's), so the totals by role are the sums of their sessions'.
 """
 
 from __future__ import annotations
@@ -39,13 +41,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from lane_runner.providers.usage import UsageReport, tokens
 from lane_runner.usage import ledger
 from lane_runner.usage.ledger import Attempt, Ledger
-from lane_runner.usage.record import Record
-from lane_runner.usage.spend import Totals, total
+from lane_runner.usage.record import Record, Role
+from lane_runner.usage.spend import Totals, by_role, total
 
 BOARD, TASK = "work", "t1"
 MESSAGES, TOTALS = "claude", "codex"
 SESSIONS = ("s1", "s2")
 THREADS = ("th1", "th2")
+#: Whose each session is: the first of each CLI implements, the second reviews.
+ROLES = {"s1": Role.IMPLEMENT, "s2": Role.REVIEW, "th1": Role.IMPLEMENT, "th2": Role.REVIEW}
 PRICED = "gpt-5"
 UNPRICED = "claude-sonnet"
 PRICES = {PRICED: {"input": 1.25, "output": 10.0}}
@@ -97,7 +101,8 @@ class Attribution(RuleBasedStateMachine):
 
     def report(self, provider: str, figure: UsageReport) -> list[Record]:
         self.clock += 1.0
-        attempt = Attempt(BOARD, TASK, 1, next(self.attempts), provider)
+        role = ROLES[figure.session_id or ""]
+        attempt = Attempt(BOARD, TASK, 1, next(self.attempts), provider, role)
         return self.book.record(attempt, figure, PRICES, self.clock)
 
     def totals(self, provider: str, session: str) -> Totals:
@@ -218,6 +223,16 @@ class Attribution(RuleBasedStateMachine):
             assert {kind: counted.tokens[kind] for kind in thread.reached} == thread.reached
             expected = ledger.price(PRICED, thread.reached, PRICES) or 0.0
             assert counted.cost_usd == pytest.approx(expected)
+
+    @invariant()
+    def each_record_says_its_sessions_role_and_the_roles_total_their_sessions(self) -> None:
+        held = self.book.records(BOARD)
+        assert all(r.role is ROLES[r.session] for r in held)
+        roles = by_role(held)
+        for role in Role:
+            mine = [r for r in held if ROLES[r.session] is role]
+            expected = total(mine).to_dict() if mine else None
+            assert roles.get(role.value) == expected
 
     @invariant()
     def the_ledger_is_what_its_file_holds(self) -> None:

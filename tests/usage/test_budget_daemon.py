@@ -9,6 +9,7 @@ import json
 import time
 
 from lane_runner.board.model import BlockKind, Status
+from lane_runner.router import health
 from tests.harness import BOARD, Lane
 
 #: The simulated codex reports 1,200 input and 80 output tokens a turn (cli-codex-low's
@@ -57,11 +58,15 @@ def test_a_task_budget_from_task_add_is_kept_and_checked(lane: Lane) -> None:
 
 
 def test_when_every_provider_names_its_reset_the_task_waits_for_the_first(lane: Lane) -> None:
-    """Both simulated CLIs hit a usage limit naming its reset (claude in two hours, codex
-    in three): the task is ready again at claude's reset, with no failure and no
-    cooldown counted, and status names both limits."""
+    """Both simulated CLIs the task tries hit a usage limit naming its reset (claude in two
+    hours, opencode, the next installed, in three), and the other two are under limits
+    already: the task is ready again at claude's reset, with no failure and no cooldown
+    counted, and status names the limits."""
     lane.write_config(cooldown_limit=1)  # a cooldown would block the task at once
-    task = lane.add("[sim@claude:capacity:7200] [sim@codex:capacity:10800]",
+    for other in ("codex", "gemini"):  # limited until later, by earlier tasks
+        health.record_limit(lane.home.provider_health, other, "usage limit", time.time() + 14400,
+                            time.time())
+    task = lane.add("[sim@claude:capacity:7200] [sim@opencode:capacity:10800]",
                     assignee="cli-claude-low")
     assert lane.start("--until-idle").wait(timeout=120) == 3  # left waiting for the reset
     parked = lane.board.get_task(task.id)
@@ -70,7 +75,7 @@ def test_when_every_provider_names_its_reset_the_task_waits_for_the_first(lane: 
     assert abs(parked.next_attempt_at - (time.time() + 7200)) < 120
     assert lane.lane_state(task.id)["cooldowns"] == 0
     text = lane.cli("status").stdout
-    assert "claude: usage limit until" in text and "codex: usage limit until" in text, text
+    assert "claude: usage limit until" in text and "opencode: usage limit until" in text, text
 
 
 def test_usage_rejects_bad_periods(lane: Lane) -> None:

@@ -13,7 +13,7 @@ from lane_runner.providers.reading import Reading
 from lane_runner.providers.usage import UsageReport, tokens
 from lane_runner.usage import ledger, spend
 from lane_runner.usage.ledger import Attempt, Ledger
-from lane_runner.usage.record import line, read
+from lane_runner.usage.record import Role, line, read
 
 CODEX = codex.ADAPTER
 CLAUDE = claude.ADAPTER
@@ -166,6 +166,7 @@ def test_a_ledger_written_before_reads_the_same_and_writes_back_byte_for_byte(
     message, result = read(path)
     assert result.seen is not None and result.seen.cost_usd == 0.00675
     assert result.covers == (message.id,) and result.unknown == ("cache_write",)
+    assert message.role is result.role is Role.IMPLEMENT  # written before roles
     assert b"".join(line(record) for record in (message, result)) == WRITTEN_BEFORE
     totals = spend.total([message, result])
     assert totals.unpriced == 0 and totals.tokens["output"] == 50  # the message is covered

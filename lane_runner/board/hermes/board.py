@@ -16,6 +16,7 @@ from lane_runner.board.hermes.completion import HermesCompletion
 from lane_runner.board.hermes.reads import HermesReads
 from lane_runner.board.hermes.refusals import HermesRefusals
 from lane_runner.board.hermes.release import HermesRelease
+from lane_runner.board.hermes.reviews import HermesReviews
 from lane_runner.board.hermes.workspaces import HermesWorkspaces
 
 
@@ -23,6 +24,7 @@ class HermesBoard(
     HermesClaims,
     HermesCompletion,
     HermesRelease,
+    HermesReviews,
     HermesWorkspaces,
     HermesReads,
     HermesRefusals,

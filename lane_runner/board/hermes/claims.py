@@ -13,10 +13,11 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from lane_runner.board import rules
+from lane_runner.board import pullrequests, rules
 from lane_runner.board.hermes import rows, transaction
 from lane_runner.board.hermes.access import AUTHOR, HermesAccess
-from lane_runner.board.model import Claim, Run
+from lane_runner.board.hermes.reviews import review_restored
+from lane_runner.board.model import Approval, Claim, Run, Status
 from lane_runner.names import is_lane_assignee
 
 #: Ready, unclaimed tasks in claim order, each with the cooldown its latest ended run
@@ -40,8 +41,11 @@ class HermesClaims(HermesAccess):
         lease_ttl: float,
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
+        default_approval: Approval = Approval.NONE,
     ) -> Claim | None:
         rules.require_lease_ttl(lease_ttl)
+        if Approval(default_approval) is Approval.BEFORE_RUN:
+            return None  # no approval can be recorded here (refusals.NO_GATE): none runs
 
         def work(connection: sqlite3.Connection) -> Claim | None:
             now = time.time()
@@ -53,6 +57,10 @@ class HermesClaims(HermesAccess):
                     continue
                 kind, path = candidate["workspace_kind"], candidate["workspace_path"]
                 if skip_workspaces and rows.workspace(kind, path) in skip_workspaces:
+                    continue
+                if review_restored(self._kb, connection, task_id):
+                    continue  # a review Hermes reclaimed to ready: back in the column
+                if self._held(connection, task_id, now, say=True) is not None:
                     continue
                 lock = rows.lock(node, secrets.token_hex(6))
                 if assignee is None:
@@ -88,6 +96,71 @@ class HermesClaims(HermesAccess):
             return self._kb.claim_task(
                 nested, task_id, ttl_seconds=math.ceil(lease_ttl), claimer=lock
             )
+
+    def _held(
+        self, connection: sqlite3.Connection, task_id: str, now: float, *, say: bool = False
+    ) -> pullrequests.Hold | None:
+        """The hold a pull request named in the task puts on its second run
+        (``board/pullrequests.py``): in a comment not ours, or an ended run's summary or
+        metadata, within the window. With ``say``, the reason is commented once. A task
+        never run is not held: a first run is no second worker beside a pull request."""
+        ran = connection.execute(
+            "SELECT 1 FROM task_runs WHERE task_id = ? AND ended_at IS NOT NULL LIMIT 1",
+            (task_id,),
+        ).fetchone()
+        if ran is None:
+            return None
+        since = now - pullrequests.WINDOW_SECONDS
+        mentions = [
+            pullrequests.Mention(row["body"], float(row["created_at"]), "a comment")
+            for row in connection.execute(
+                "SELECT body, created_at FROM task_comments WHERE task_id = ? AND author != ? "
+                "AND created_at >= ?",
+                (task_id, AUTHOR, since),
+            )
+        ] + [
+            pullrequests.Mention(
+                f"{row['summary'] or ''} {row['metadata'] or ''}", float(row["ended_at"]),
+                f"run {row['id']}'s result",
+            )
+            for row in connection.execute(
+                "SELECT id, summary, metadata, ended_at FROM task_runs WHERE task_id = ? "
+                "AND ended_at >= ?",
+                (task_id, since),
+            )
+        ]
+        held = pullrequests.hold(mentions, now)
+        if held is None or not say:
+            return held
+        said = connection.execute(
+            "SELECT 1 FROM task_comments WHERE task_id = ? AND author = ? AND body = ?",
+            (task_id, AUTHOR, held.describe()),
+        ).fetchone()
+        if said is None:
+            self._kb.add_comment(connection, task_id, AUTHOR, held.describe())
+        return held
+
+    def lane_counts(self, default_assignee: str) -> dict[str, int]:
+        """Counts of the tasks in our lanes (a profile's ready task is no work for us); a
+        ready task a pull request holds counts as ``held``, not ready."""
+
+        def work(connection: sqlite3.Connection) -> dict[str, int]:
+            counted = dict.fromkeys((s.value for s in Status), 0)
+            counted["held"] = 0
+            now = time.time()
+            for task_id, status, assignee in connection.execute(
+                "SELECT id, status, assignee FROM tasks"
+            ):
+                if rules.claim_assignee(assignee, default_assignee) is None:
+                    continue
+                mapped = rows.STATUSES.get(status, Status.TODO)
+                if mapped is Status.READY and self._held(connection, task_id, now):
+                    counted["held"] += 1
+                else:
+                    counted[mapped.value] += 1
+            return counted
+
+        return self._call(work)
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
         """Hermes's ``heartbeat_claim`` on this run's own lock, then its liveness note."""

@@ -19,7 +19,8 @@ from typing import Any
 from lane_runner import files
 from lane_runner.board import rules
 from lane_runner.board.hermes import rows, transaction
-from lane_runner.board.hermes.access import AUTHOR, HermesAccess
+from lane_runner.board.hermes.access import AUTHOR
+from lane_runner.board.hermes.reviews import HermesReviews
 from lane_runner.board.model import CompleteOutcome
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,9 @@ def _completion_metadata(
 
 
 
-class HermesCompletion(HermesAccess):
-    """``complete``: Hermes's ``complete_task``, guarded on the run."""
+class HermesCompletion(HermesReviews):
+    """``complete``: Hermes's ``complete_task``, guarded on the run; a task that asks for
+    a review goes to ``review`` instead (``reviews.py``)."""
 
     def complete(
         self,
@@ -107,7 +109,11 @@ class HermesCompletion(HermesAccess):
                 artifacts = _placed(place, result.get("artifacts", []))
                 hermes_metadata = _completion_metadata(result, artifacts, offered, run_id, digest)
                 done = Completion(task_id, run_id, result_text, summary, hermes_metadata)
-                if self._complete(connection, done, attach=kind in KEPT_WORKSPACES):
+                attach = kind in KEPT_WORKSPACES
+                if self.asks_for_review(connection, task_id):
+                    if self._to_review(connection, done, attach=attach):
+                        return CompleteOutcome.COMPLETED
+                elif self._complete(connection, done, attach=attach):
                     return CompleteOutcome.COMPLETED
             return self._settled(connection, task_id, run_id, digest, result)
 
@@ -135,6 +141,17 @@ class HermesCompletion(HermesAccess):
             if completed:
                 self._attach(nested, done.task_id, done.metadata.get("artifacts", []))
         return completed
+
+    def _to_review(self, connection: sqlite3.Connection, done: Completion, *, attach: bool) -> bool:
+        """The result sent to ``review`` (``reviews.py``), its artifacts attached in the
+        same transaction as a completion attaches them."""
+        with transaction.one_transaction(self._kb, connection) as nested:
+            moved = self.submit_for_review(
+                nested, done.task_id, done.run_id, done.result, done.summary, done.metadata
+            )
+            if moved and attach:
+                self._attach(nested, done.task_id, done.metadata.get("artifacts", []))
+        return moved
 
     def _complete_task(self, connection: Any, done: Completion) -> bool:
         try:
@@ -176,7 +193,17 @@ class HermesCompletion(HermesAccess):
         digest: str | None,
         result: dict[str, Any],
     ) -> CompleteOutcome:
-        """Not completed now: ``duplicate`` if this very run already completed it, else stale."""
+        """Not completed now: ``duplicate`` if this very run already completed it, else stale.
+
+        A run that ended ``completed`` with this journal digest took this result, whatever
+        the task did since (sent to review, reviewed, sent back): a duplicate."""
+        own = connection.execute(
+            "SELECT metadata FROM task_runs WHERE id = ? AND outcome = 'completed'", (run_id,)
+        ).fetchone()
+        if own is not None and digest is not None and (
+            rows.mark(own["metadata"]).get("journal_digest") == digest
+        ):
+            return CompleteOutcome.DUPLICATE
         task = connection.execute(
             "SELECT status, result FROM tasks WHERE id = ?", (task_id,)
         ).fetchone()

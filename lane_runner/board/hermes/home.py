@@ -38,6 +38,7 @@ API: dict[str, tuple[str, ...]] = {
     "list_boards": ("include_archived",),
     "assign_task": (),
     "claim_task": ("ttl_seconds", "claimer"),
+    "claim_review_task": ("ttl_seconds", "claimer"),
     "heartbeat_claim": ("ttl_seconds", "claimer"),
     "heartbeat_worker": ("note", "expected_run_id"),
     "complete_task": ("result", "summary", "metadata", "expected_run_id"),
@@ -85,6 +86,8 @@ COLUMNS: dict[str, frozenset[str]] = {
             "goal_mode",
             "goal_max_turns",
             "block_kind",
+            "skills",
+            "model_override",
         }
     ),
     "task_runs": frozenset(

@@ -89,15 +89,3 @@ class HermesReads(HermesAccess):
             return counted
 
         return self._call(work)
-
-    def lane_counts(self, default_assignee: str) -> dict[str, int]:
-        """Counts of the tasks in our lanes: a profile's ready task is no work for us."""
-
-        def work(connection: sqlite3.Connection) -> dict[str, int]:
-            counted = dict.fromkeys((s.value for s in Status), 0)
-            for status, assignee in connection.execute("SELECT status, assignee FROM tasks"):
-                if rules.claim_assignee(assignee, default_assignee) is not None:
-                    counted[rows.STATUSES.get(status, Status.TODO).value] += 1
-            return counted
-
-        return self._call(work)

@@ -25,6 +25,12 @@ READ_ONLY = (
     "Use 'hermes kanban {command}'"
 )
 
+#: Hermes keeps no approvals lane-runner could record (docs/approvals.md).
+NO_GATE = (
+    "a Hermes board has no lane-runner approval gate: hold its tasks in Hermes "
+    "('hermes kanban block TASK'), and set no 'approval' for this board"
+)
+
 
 class HermesRefusals(HermesAccess):
     """The contract's task edits and operator controls, each refused with what to run."""
@@ -51,6 +57,14 @@ class HermesRefusals(HermesAccess):
 
     def delete(self, task_id: str, *, force: bool = False) -> Task:
         raise UsageError(READ_ONLY.format(what="delete tasks", command=f"archive {task_id}"))
+
+    def approve(
+        self, task_id: str, by: str, note: str = "", code_step: int | None = None
+    ) -> Task:
+        raise UsageError(NO_GATE)
+
+    def deny(self, task_id: str, by: str, reason: str) -> Task:
+        raise UsageError(NO_GATE)
 
     def request_stop(self, task_id: str, reason: str, *, requeue: bool) -> Run:
         instead = f"Use 'hermes kanban block {task_id}'"

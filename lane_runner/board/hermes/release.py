@@ -56,6 +56,17 @@ class HermesRelease(HermesAccess):
         ).fetchone()
         return None if row is None else str(row["id"])
 
+    @staticmethod
+    def _reviews(connection: sqlite3.Connection, run_id: int) -> bool:
+        """Whether run ``run_id`` is a review (Hermes's ``claim_review_task`` records the
+        status it claimed from on the claim event)."""
+        row = connection.execute(
+            "SELECT 1 FROM task_events WHERE run_id = ? AND kind = 'claimed' AND "
+            "json_valid(payload) AND json_extract(payload, '$.source_status') = 'review'",
+            (run_id,),
+        ).fetchone()
+        return row is not None
+
     def reclaim(
         self,
         run_id: int,
@@ -65,7 +76,8 @@ class HermesRelease(HermesAccess):
         count_failure: bool = False,
         cooldown: float | None = None,
     ) -> bool:
-        """Running with this run → ready (or blocked past the failure limit), in one transaction.
+        """Running with this run → ready (or blocked past the failure limit; a review run's
+        task back to review), in one transaction.
 
         Upstream's ``reclaim_task`` releases whatever claim the task holds when it
         runs, so it could end a newer run than the one meant. This is the same
@@ -99,6 +111,10 @@ class HermesRelease(HermesAccess):
         cooldown: float | None,
     ) -> bool:
         task_id = task["id"]
+        # A review run handed back leaves its task in review for the next reviewer: the
+        # implementer's result is not undone by a reviewer that died (reviews.py).
+        review = self._reviews(connection, run_id)
+        count_failure = count_failure and not review
         failures = int(task["consecutive_failures"] or 0) + count_failure
         limit = task["max_retries"] if task["max_retries"] is not None else self._failure_limit
         gave_up = count_failure and rules.gives_up(failures, int(limit))
@@ -112,7 +128,7 @@ class HermesRelease(HermesAccess):
             "last_failure_error = CASE WHEN ? THEN ? ELSE last_failure_error END "
             "WHERE id = ? AND current_run_id = ? AND status = 'running'",
             (
-                "blocked" if gave_up else "ready",
+                "review" if review else "blocked" if gave_up else "ready",
                 failures,
                 count_failure,
                 error[:500],

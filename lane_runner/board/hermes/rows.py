@@ -12,7 +12,16 @@ import json
 import logging
 from typing import Any
 
-from lane_runner.board.model import BlockKind, Comment, Event, Outcome, Run, Status, Task
+from lane_runner.board.model import (
+    BlockKind,
+    Comment,
+    Event,
+    Outcome,
+    Run,
+    Status,
+    Task,
+    TaskSettings,
+)
 from lane_runner.board.rows import Row
 
 log = logging.getLogger(__name__)
@@ -31,7 +40,7 @@ STATUSES = {
     "ready": Status.READY,
     "running": Status.RUNNING,
     "blocked": Status.BLOCKED,
-    "review": Status.BLOCKED,
+    "review": Status.REVIEW,
     "done": Status.DONE,
     "archived": Status.ARCHIVED,
 }
@@ -53,13 +62,18 @@ HERMES_OUTCOMES = {
     Outcome.FAILED: "crashed",
 }
 #: Block kinds as Hermes files them; ``gave_up`` has no Hermes kind (an untyped block),
-#: and Hermes has no ``budget``: a spent budget waits for a person, as ``needs_input``.
+#: and Hermes has no ``budget``, ``checks``, ``review`` or ``denied``: each waits for a
+#: person (a spent budget, checks or a review still failing, an approval denied), as
+#: ``needs_input``.
 HERMES_KINDS: dict[BlockKind, str | None] = {
     BlockKind.CAPABILITY: "capability",
     BlockKind.TRANSIENT: "transient",
     BlockKind.NEEDS_INPUT: "needs_input",
     BlockKind.GAVE_UP: None,
     BlockKind.BUDGET: "needs_input",
+    BlockKind.CHECKS: "needs_input",
+    BlockKind.REVIEW: "needs_input",
+    BlockKind.DENIED: "needs_input",
 }
 
 
@@ -103,6 +117,16 @@ def result_of(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return {"text": text}
     return parsed if isinstance(parsed, dict) else {"text": text}
+
+
+def skills_of(value: str | None) -> tuple[str, ...]:
+    """``tasks.skills`` (Hermes's JSON list of skill names) as names; anything else, none."""
+    try:
+        named = json.loads(value) if value else []
+    except ValueError:
+        log.debug("skills column is not JSON; read as none")
+        return ()
+    return tuple(str(s) for s in named if s) if isinstance(named, list) else ()
 
 
 def workspace(kind: str | None, path: str | None) -> str:
@@ -150,15 +174,7 @@ def task(row: Row, board: str, parents: tuple[str, ...], last: Row | None) -> Ta
     status = row["status"]
     kind = block_kind(status, row["block_kind"], int(row["consecutive_failures"] or 0))
     ours = mark(last["metadata"]) if last is not None else {}
-    completed = last is not None and last["outcome"] == "completed"
-    reason = None
-    if kind is not None:
-        reason = (last["summary"] or last["error"]) if last is not None else None
-        reason = reason or row["last_failure_error"]
-    goal_turns = (row["goal_max_turns"] or HERMES_GOAL_TURNS) if row["goal_mode"] else 1
-    # Hermes's max_retries is its failure limit (it gives up at that many failures);
-    # ours counts the retries after the first failure (rules.failure_limit_of).
-    limit = row["max_retries"]
+    completed = last if last is not None and last["outcome"] == "completed" else None
     created = float(row["created_at"])
     return Task(
         id=row["id"],
@@ -171,25 +187,52 @@ def task(row: Row, board: str, parents: tuple[str, ...], last: Row | None) -> Ta
         parents=parents,
         workspace=workspace(row["workspace_kind"], row["workspace_path"]),
         max_runtime=float(row["max_runtime_seconds"]) if row["max_runtime_seconds"] else None,
-        goal_turns=max(1, int(goal_turns)),
+        goal_turns=_goal_turns(row),
         current_run_id=row["current_run_id"],
-        completed_run_id=int(last["id"]) if completed and last is not None else None,
+        completed_run_id=int(completed["id"]) if completed is not None else None,
         next_attempt_at=ours.get("next_attempt_at") if status == "ready" else None,
-        block_reason=reason,
+        block_reason=_block_reason(row, last) if kind is not None else None,
         block_kind=kind,
-        summary=last["summary"] if completed and last is not None else None,
+        summary=completed["summary"] if completed is not None else None,
         result=result_of(row["result"]),
         failure_count=int(row["consecutive_failures"] or 0),
-        max_retries=None if limit is None else max(0, int(limit) - 1),
+        max_retries=_max_retries(row["max_retries"]),
+        settings=TaskSettings(model=row["model_override"] or None),
+        skills=skills_of(row["skills"]),
         created_at=created,
-        updated_at=float(
-            max(
-                created,
-                row["started_at"] or 0,
-                row["completed_at"] or 0,
-                (last["ended_at"] or 0) if last is not None else 0,
-            )
-        ),
+        updated_at=_updated_at(row, last, created),
+    )
+
+
+def _block_reason(row: Row, last: Row | None) -> str | None:
+    """Why a blocked task is blocked: its last run's summary or error, else the task's
+    last failure."""
+    reason: str | None = (last["summary"] or last["error"]) if last is not None else None
+    failure: str | None = row["last_failure_error"]
+    return reason or failure
+
+
+def _goal_turns(row: Row) -> int:
+    """The turns of a goal-mode task (Hermes's default when unset); 1 otherwise."""
+    turns = (row["goal_max_turns"] or HERMES_GOAL_TURNS) if row["goal_mode"] else 1
+    return max(1, int(turns))
+
+
+def _max_retries(limit: int | None) -> int | None:
+    """Hermes's max_retries is its failure limit (it gives up at that many failures);
+    ours counts the retries after the first failure (rules.failure_limit_of)."""
+    return None if limit is None else max(0, int(limit) - 1)
+
+
+def _updated_at(row: Row, last: Row | None, created: float) -> float:
+    """The latest moment the task or its last run changed."""
+    return float(
+        max(
+            created,
+            row["started_at"] or 0,
+            row["completed_at"] or 0,
+            (last["ended_at"] or 0) if last is not None else 0,
+        )
     )
 
 

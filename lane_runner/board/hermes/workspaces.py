@@ -33,9 +33,10 @@ class HermesWorkspaces(HermesAccess):
 
         ``scratch`` is Hermes's own directory for the task, and ``worktree`` Hermes's own
         worktree of it (made under ``creating``, so never beside another ``git worktree
-        add`` of this runner in that repository). A ``dir:`` is the directory Hermes
-        names, ``shared``: in a repository the runner works in its own worktree of it.
-        Each is written back as Hermes does.
+        add`` of this runner in that repository), on the branch Hermes names
+        (``branch_name``), where the result is committed. A ``dir:`` is the directory
+        Hermes names, ``shared``: in a repository the runner works in its own worktree of
+        it. Each is written back as Hermes does.
         """
 
         def work(connection: sqlite3.Connection) -> HostWorkspace:
@@ -54,6 +55,7 @@ class HermesWorkspaces(HermesAccess):
         self, connection: sqlite3.Connection, hermes_task: Any, creating: Creating
     ) -> HostWorkspace:
         kind = hermes_task.workspace_kind or "scratch"
+        branch: str | None = None
         if kind == "worktree":
             repository = self._worktree_repository(hermes_task)
             # No repository named: Hermes's resolver refuses the task, nothing is made.
@@ -63,7 +65,7 @@ class HermesWorkspaces(HermesAccess):
         else:
             path = self._kb.resolve_workspace(hermes_task, board=self.slug)
         self._kb.set_workspace_path(connection, hermes_task.id, str(path))
-        return HostWorkspace(Path(path), shared=kind == "dir")
+        return HostWorkspace(Path(path), shared=kind == "dir", branch=branch)
 
     def _worktree_repository(self, hermes_task: Any) -> Path | None:
         """The repository Hermes makes a ``worktree`` task's worktree of: its path's, or

@@ -54,6 +54,9 @@ class PostgresBoardDialect:
         (events, runs, comments) that only refer to it."""
         return " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
 
+    def setting(self, key: str) -> str:
+        return f"(settings::jsonb ->> '{key}')"
+
     def clock(self) -> tuple[str, float | None]:
         """The server's clock, read by the statement itself: no round trip of its own."""
         if self._clock is not None:

@@ -6,15 +6,26 @@ transitions' steps are ``transitions.py``'s.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-from lane_runner.board.model import Outcome, Status
-from lane_runner.board.postgres.transitions import GATE_STEP, SKIP_STEP, TRANSITIONS
+from lane_runner.board.postgres.transitions import (
+    APPROVAL_CLAIM_STEP,
+    GATE_STEP,
+    SETTINGS_STEP,
+    SKIP_STEP,
+    TRANSITIONS,
+)
 from lane_runner.board.sql.schema import (
+    APPROVAL_STEP,
     BUDGET_COLUMNS,
     BUDGET_KIND,
     CONTROLS_STEP,
     FIRST_BLOCK_KINDS,
+    FIRST_OUTCOMES,
+    FIRST_STATUSES,
+    OUTBOX_STEP,
+    REVIEW_RUN_COLUMNS,
+    REVIEWED_OUTCOME,
+    SETTINGS_COLUMN,
+    SETTINGS_KINDS,
     USAGE_STEP,
 )
 
@@ -25,10 +36,6 @@ def _in(values: tuple[str, ...]) -> str:
 
 #: The first step's block kinds; the budget step widens the check.
 _KINDS = _in(FIRST_BLOCK_KINDS)
-
-
-def _one_of(values: type[StrEnum]) -> str:
-    return "(" + ", ".join(f"'{member.value}'" for member in values) + ")"
 
 
 # Forward migrations: step n brings the database from version n to n + 1. Append
@@ -48,7 +55,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             seq bigint GENERATED ALWAYS AS IDENTITY,
             title text NOT NULL,
             body text NOT NULL,
-            status text NOT NULL CHECK (status IN {_one_of(Status)}),
+            status text NOT NULL CHECK (status IN {_in(FIRST_STATUSES)}),
             assignee text,
             priority integer NOT NULL,
             workspace text,
@@ -92,7 +99,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             lease_expires_at double precision NOT NULL,
             heartbeat_at double precision NOT NULL,
             ended_at double precision,
-            outcome text CHECK (outcome IS NULL OR outcome IN {_one_of(Outcome)}),
+            outcome text CHECK (outcome IS NULL OR outcome IN {_in(FIRST_OUTCOMES)}),
             reason text,
             PRIMARY KEY (board, id),
             FOREIGN KEY (board, task_id) REFERENCES tasks (board, id),
@@ -157,6 +164,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     USAGE_STEP,
     # The claim passes over the workspaces the storm breaker marks broken.
     SKIP_STEP,
+    # A task's settings (checks, review, model, approval) and the kinds they can block
+    # with; the claim returns the new column, so it is installed again.
+    (
+        "ALTER TABLE tasks DROP CONSTRAINT tasks_block_kind_check",
+        "ALTER TABLE tasks ADD CONSTRAINT tasks_block_kind_check CHECK (block_kind IS NULL "
+        f"OR block_kind IN {_in((*FIRST_BLOCK_KINDS, BUDGET_KIND, *SETTINGS_KINDS))})",
+        SETTINGS_COLUMN,
+        *SETTINGS_STEP,
+    ),
+    # The notification outbox every runner of a board shares (``Outbox``).
+    OUTBOX_STEP,
+    # The approval gate: a task's decision, the codes used, the claim that waits for it.
+    (*APPROVAL_STEP, *APPROVAL_CLAIM_STEP),
+    # A reviewer's run of its own beside the implementer's (``ReviewRuns``): its role,
+    # the run it reviews, the outcome ``reviewed``; the heartbeat keeps a review run's
+    # lease while the run it reviews is the task's, so the transitions are installed again.
+    (
+        *REVIEW_RUN_COLUMNS,
+        "ALTER TABLE runs DROP CONSTRAINT runs_outcome_check",
+        "ALTER TABLE runs ADD CONSTRAINT runs_outcome_check CHECK "
+        f"(outcome IS NULL OR outcome IN {_in((*FIRST_OUTCOMES, REVIEWED_OUTCOME))})",
+        *TRANSITIONS,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -50,13 +50,13 @@ from typing import Any
 import orjson
 
 from lane_runner.board import rules
-from lane_runner.board.model import Claim, CompleteOutcome, StopRequest
+from lane_runner.board.model import Approval, Claim, CompleteOutcome, StopRequest
 from lane_runner.board.rows import run_from_row, stop_from_row, task_from_row
 from lane_runner.board.sql.board import SqlBoard
 from lane_runner.board.sql.dialect import Dialect
 from lane_runner.names import AUTO_ASSIGNEE, LANE_PATTERN
 
-#: The columns of ``tasks`` and ``runs`` (schema version 5) that a claim returns, prefixed
+#: The columns of ``tasks`` and ``runs`` (schema version 12) that a claim returns, prefixed
 #: ``t_`` and ``r_`` in the function's result.
 TASK_COLUMNS = (
     ("board", "text"), ("id", "text"), ("seq", "bigint"), ("title", "text"), ("body", "text"),
@@ -67,6 +67,8 @@ TASK_COLUMNS = (
     ("summary", "text"), ("result", "text"), ("failure_count", "integer"),
     ("created_at", "double precision"), ("updated_at", "double precision"),
     ("max_retries", "integer"), ("max_cost_usd", "double precision"), ("max_tokens", "bigint"),
+    ("settings", "text"),
+    ("decision", "text"), ("decided_by", "text"), ("decided_at", "double precision"),
 )
 RUN_COLUMNS = (
     ("board", "text"), ("id", "bigint"), ("task_id", "text"), ("node", "text"),
@@ -129,7 +131,7 @@ TRANSITIONS: tuple[str, ...] = (
     f"""CREATE OR REPLACE FUNCTION lane_runner_claim(
         p_board text, p_node text, p_lease_ttl double precision, p_default_assignee text,
         p_lanes text, p_event text, p_now double precision, p_lock_timeout text,
-        p_skip_workspaces text[])
+        p_skip_workspaces text[], p_default_approval text)
     RETURNS TABLE ({_CLAIM_RESULT}) LANGUAGE plpgsql AS $$
     DECLARE
         v_task tasks%ROWTYPE;
@@ -147,6 +149,9 @@ TRANSITIONS: tuple[str, ...] = (
                AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= coalesce(p_now, {_NOW}))
                AND (t.assignee IS NOT NULL OR p_default_assignee <> '')
                AND (t.workspace IS NULL OR t.workspace <> ALL (p_skip_workspaces))
+               AND NOT (coalesce(t.settings::jsonb ->> 'approval', p_default_approval)
+                            = 'before_run'
+                        AND (t.decision IS NULL OR t.decision <> 'approved'))
                AND t.id <> ALL (v_passed)
              ORDER BY t.priority DESC, t.created_at, t.seq LIMIT 1
              FOR NO KEY UPDATE SKIP LOCKED;
@@ -183,7 +188,8 @@ TRANSITIONS: tuple[str, ...] = (
             SELECT l.parent_id FROM task_links l
              WHERE l.board = p_board AND l.task_id = v_task.id ORDER BY l.position);
     END $$""",
-    # The heartbeat: the reference's one statement, with the lock timeout and the clock.
+    # The heartbeat: the reference's one statement, with the lock timeout and the clock;
+    # a review run's lease lasts while the run it reviews is its task's.
     f"""CREATE OR REPLACE FUNCTION lane_runner_heartbeat(
         p_board text, p_run bigint, p_lease_ttl double precision, p_now double precision,
         p_lock_timeout text)
@@ -195,8 +201,8 @@ TRANSITIONS: tuple[str, ...] = (
         v_now := coalesce(p_now, {_NOW});
         UPDATE runs r SET lease_expires_at = v_now + p_lease_ttl, heartbeat_at = v_now
          WHERE r.board = p_board AND r.id = p_run AND r.ended_at IS NULL AND EXISTS (
-             SELECT 1 FROM tasks t WHERE t.board = r.board AND t.current_run_id = r.id
-                AND t.status = 'running');
+             SELECT 1 FROM tasks t WHERE t.board = r.board
+                AND t.current_run_id = coalesce(r.for_run, r.id) AND t.status = 'running');
         RETURN FOUND;
     END $$""",
     # The completion: the run's task row-locked, its latest ended run, the decision of
@@ -224,7 +230,8 @@ TRANSITIONS: tuple[str, ...] = (
             RETURN 'stale';
         END IF;
         SELECT max(r.id) INTO v_latest FROM runs r
-         WHERE r.board = p_board AND r.task_id = v_task.id AND r.ended_at IS NOT NULL;
+         WHERE r.board = p_board AND r.task_id = v_task.id AND r.ended_at IS NOT NULL
+           AND r.role = 'implement';
         v_outcome := CASE
             WHEN v_task.status = 'running' AND v_task.current_run_id = p_run THEN 'completed'
             WHEN v_task.status = 'done' AND v_task.completed_run_id = p_run THEN
@@ -247,6 +254,9 @@ TRANSITIONS: tuple[str, ...] = (
         ELSE
             UPDATE runs r SET outcome = 'completed' WHERE r.board = p_board AND r.id = p_run;
         END IF;
+        UPDATE runs r SET ended_at = v_now, outcome = 'reclaimed',
+            reason = 'run ' || p_run || ', which it reviewed, ended'
+         WHERE r.board = p_board AND r.for_run = p_run AND r.ended_at IS NULL;
         UPDATE tasks t SET status = 'done', current_run_id = NULL, completed_run_id = p_run,
             summary = p_summary, result = p_result, failure_count = 0, next_attempt_at = NULL,
             block_reason = NULL, block_kind = NULL, updated_at = v_now
@@ -302,6 +312,24 @@ SKIP_STEP: tuple[str, ...] = (
     *TRANSITIONS,
 )
 
+#: Migration step 10: the claim returns the task's settings; a new result type makes it
+#: a new function, so the old one goes first.
+SETTINGS_STEP: tuple[str, ...] = (
+    "DROP FUNCTION IF EXISTS lane_runner_claim(text, text, double precision, text, text, "
+    "text, double precision, text, text[])",
+    *TRANSITIONS,
+)
+
+
+#: Migration step 12: the claim passes over tasks waiting for approval before they run
+#: (docs/approvals.md), and returns the task's decision; its new argument and result
+#: make it a new function, so the old one goes.
+APPROVAL_CLAIM_STEP: tuple[str, ...] = (
+    "DROP FUNCTION IF EXISTS lane_runner_claim(text, text, double precision, text, text, "
+    "text, double precision, text, text[])",
+    *TRANSITIONS,
+)
+
 
 def _row(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {key[len(prefix):]: value for key, value in values.items() if key.startswith(prefix)}
@@ -341,16 +369,19 @@ class PostgresBoard(SqlBoard):
         lease_ttl: float,
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
+        default_approval: Approval = Approval.NONE,
     ) -> Claim | None:
         rules.require_lease_ttl(lease_ttl)
         row = self._call(
             "SELECT * FROM lane_runner_claim(%(board)s, %(node)s, %(ttl)s, %(default)s, "
-            "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s, %(skip)s::text[])",
+            "%(lanes)s, %(event)s, %(now)s, %(lock_timeout)s, %(skip)s::text[], "
+            "%(approval)s)",
             {
                 "board": self.slug, "node": node, "ttl": lease_ttl,
                 "default": default_assignee or "", "lanes": LANES,
                 "event": _json({"node": node}), "now": self._now(),
                 "skip": sorted(skip_workspaces),
+                "approval": Approval(default_approval).value,
             },
             changed=lambda found: found is not None,
         )

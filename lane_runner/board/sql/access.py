@@ -163,11 +163,22 @@ class SqlAccess(RedactedWrites):
     def _end_run(
         self, connection: Connection, run_id: int, outcome: Outcome, reason: str | None, at: float
     ) -> None:
+        """The run ended, and any review run of it a crash left open (``ReviewRuns``):
+        that one as the run did, or ``reclaimed`` when the run completed (only the task's
+        own run completes it: ``undelivered.superseded_by`` reads that)."""
         self._q(
             connection,
             "UPDATE runs SET ended_at = :at, outcome = :outcome, reason = :reason "
             "WHERE board = :board AND id = :id AND ended_at IS NULL",
             at=at, outcome=outcome.value, reason=reason, id=run_id,
+        )
+        left = Outcome.RECLAIMED if outcome is Outcome.COMPLETED else outcome
+        self._q(
+            connection,
+            "UPDATE runs SET ended_at = :at, outcome = :outcome, reason = :reason "
+            "WHERE board = :board AND for_run = :id AND ended_at IS NULL",
+            at=at, outcome=left.value, reason=f"run {run_id}, which it reviewed, ended",
+            id=run_id,
         )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from lane_runner.board import rules
-from lane_runner.board.model import Claim, EventKind, Run
+from lane_runner.board.model import Approval, Claim, EventKind, Run
 from lane_runner.board.rows import run_from_row, task_from_row
 from lane_runner.board.sql.access import SqlAccess, if_changed
 from lane_runner.board.sql.dialect import Connection
@@ -22,12 +22,15 @@ class SqlClaims(SqlAccess):
         lease_ttl: float,
         default_assignee: str,
         skip_workspaces: Collection[str] = (),
+        default_approval: Approval = Approval.NONE,
     ) -> Claim | None:
         rules.require_lease_ttl(lease_ttl)
 
         def work(connection: Connection) -> Claim | None:
             # Its row lock, then the board's.
-            picked = self._pick(connection, default_assignee, sorted(skip_workspaces))
+            picked = self._pick(
+                connection, default_assignee, sorted(skip_workspaces), Approval(default_approval)
+            )
             if picked is None:
                 return None
             task_id, assignee = picked
@@ -59,7 +62,11 @@ class SqlClaims(SqlAccess):
         return self._transition(work, notify=if_changed)
 
     def _pick(
-        self, connection: Connection, default_assignee: str, skip_workspaces: Sequence[str]
+        self,
+        connection: Connection,
+        default_assignee: str,
+        skip_workspaces: Sequence[str],
+        default_approval: Approval,
     ) -> tuple[str, str] | None:
         """The first claimable task in priority-then-age order, row-locked, and its assignee.
 
@@ -67,7 +74,8 @@ class SqlClaims(SqlAccess):
         conditions are checked again on the latest version once the lock is granted
         (PostgreSQL's READ COMMITTED does), so a task claimed meanwhile is passed over.
         Unassigned tasks are left out in SQL when there is no default assignee, and so
-        are tasks of ``skip_workspaces``; a task whose assignee is not a lane
+        are tasks of ``skip_workspaces`` and those waiting for approval before they run
+        (``rules.awaiting_run_approval``); a task whose assignee is not a lane
         (``rules.claim_assignee``; ``add_task`` lets none in) is passed over too.
         """
         clock, now = self._dialect.clock()
@@ -85,9 +93,11 @@ class SqlClaims(SqlAccess):
                 "SELECT id, assignee FROM tasks WHERE board = :board AND status = 'ready' "
                 f"AND (next_attempt_at IS NULL OR next_attempt_at <= {clock}) "
                 f"AND (assignee IS NOT NULL OR :unassigned){not_skipped}{not_passed} "
+                f"AND NOT {rules.awaiting_run_approval(self._dialect.setting('approval'))} "
                 f"ORDER BY priority DESC, created_at, {self._dialect.insertion_order} LIMIT 1"
                 + self._dialect.lock_rows(skip_locked=True),
                 now=now, unassigned=bool(default_assignee), **skipped, **passed,
+                default_approval=default_approval.value,
             ).fetchone()
             if row is None:
                 return None
@@ -97,6 +107,9 @@ class SqlClaims(SqlAccess):
             passed[f"passed{len(passed)}"] = row["id"]
 
     def heartbeat(self, run_id: int, lease_ttl: float) -> bool:
+        """The run's lease renewed while it is its task's; a review run's while the run it
+        reviews is (``ReviewRuns``)."""
+
         def work(connection: Connection) -> bool:
             now = self._dialect.now(connection)
             cursor = self._q(
@@ -104,7 +117,8 @@ class SqlClaims(SqlAccess):
                 "UPDATE runs SET lease_expires_at = :expires, heartbeat_at = :now "
                 "WHERE board = :board AND id = :id AND ended_at IS NULL AND EXISTS ("
                 "SELECT 1 FROM tasks WHERE tasks.board = runs.board "
-                "AND tasks.current_run_id = runs.id AND tasks.status = 'running')",
+                "AND tasks.current_run_id = coalesce(runs.for_run, runs.id) "
+                "AND tasks.status = 'running')",
                 expires=now + lease_ttl, now=now, id=run_id,
             )
             return cursor.rowcount == 1

@@ -40,7 +40,7 @@ class SqlCompletion(SqlAccess):
             latest_ended: int | None = self._q(
                 connection,
                 "SELECT MAX(id) AS id FROM runs WHERE board = :board AND task_id = :task "
-                "AND ended_at IS NOT NULL",
+                "AND ended_at IS NOT NULL AND role = 'implement'",  # a review run never completes
                 task=row["id"],
             ).fetchone()["id"]
             task = task_from_row(row, self.slug, ())

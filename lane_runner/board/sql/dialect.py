@@ -75,6 +75,10 @@ class Dialect(Protocol):
         """The highest event id at or below which every event of the board has committed
         (a reader of ``events`` goes no further), or None: every committed one."""
 
+    def setting(self, key: str) -> str:
+        """The SQL expression of a task's setting ``key`` (text, NULL when unset), read
+        from the ``settings`` JSON column (``board/rows.py``)."""
+
     def clock(self) -> tuple[str, float | None]:
         """How a statement compares with the time now: an SQL expression, and the value
         bound to ``:now`` in it (None when the expression needs none)."""

@@ -11,10 +11,20 @@ from collections.abc import Sequence
 
 from lane_runner.board import rules
 from lane_runner.board.model import EventKind, NewTask, Status, Task, TaskEdit
-from lane_runner.board.rows import task_from_row
+from lane_runner.board.rows import settings_column, task_from_row
 from lane_runner.board.sql.access import SqlAccess
 from lane_runner.board.sql.dialect import Connection
 from lane_runner.errors import UsageError
+
+#: An edit withdraws a person's word on the task: what they approved is not what it asks
+#: now (docs/approvals.md).
+WITHDRAW_DECISION = "decision = NULL, decided_by = NULL, decided_at = NULL"
+#: A denied task unblocked or retried waits for approval again; an approval stands.
+WITHDRAW_DENIAL = (
+    "decided_by = CASE WHEN decision = 'denied' THEN NULL ELSE decided_by END, "
+    "decided_at = CASE WHEN decision = 'denied' THEN NULL ELSE decided_at END, "
+    "decision = CASE WHEN decision = 'denied' THEN NULL ELSE decision END"
+)
 
 
 class SqlEdits(SqlAccess):
@@ -35,14 +45,16 @@ class SqlEdits(SqlAccess):
                 connection,
                 "INSERT INTO tasks (board, id, title, body, status, assignee, priority, "
                 "workspace, max_runtime, goal_turns, max_retries, max_cost_usd, max_tokens, "
-                "created_at, updated_at) "
+                "settings, created_at, updated_at) "
                 "VALUES (:board, :id, :title, :body, :status, :assignee, :priority, :workspace, "
-                ":max_runtime, :goal_turns, :max_retries, :max_cost_usd, :max_tokens, :now, :now)",
+                ":max_runtime, :goal_turns, :max_retries, :max_cost_usd, :max_tokens, "
+                ":settings, :now, :now)",
                 id=task_id, title=new.title, body=new.body,
                 status=rules.initial_status(statuses).value, assignee=new.assignee,
                 priority=new.priority, workspace=new.workspace, max_runtime=new.max_runtime,
                 goal_turns=new.goal_turns, max_retries=new.max_retries,
-                max_cost_usd=new.max_cost_usd, max_tokens=new.max_tokens, now=now,
+                max_cost_usd=new.max_cost_usd, max_tokens=new.max_tokens,
+                settings=settings_column(new.settings), now=now,
             )
             for position, parent in enumerate(new.parents):
                 self._q(
@@ -98,8 +110,8 @@ class SqlEdits(SqlAccess):
         self._q(
             connection,
             "UPDATE tasks SET status = :status, block_reason = NULL, block_kind = NULL, "
-            "failure_count = 0, next_attempt_at = NULL, updated_at = :now "
-            "WHERE board = :board AND id = :id",
+            "failure_count = 0, next_attempt_at = NULL, updated_at = :now, "
+            f"{WITHDRAW_DENIAL} WHERE board = :board AND id = :id",
             status=rules.initial_status(statuses).value, now=now, id=task_id,
         )
         self._event(connection, task_id, kind, now)
@@ -122,7 +134,8 @@ class SqlEdits(SqlAccess):
             columns = ", ".join(f"{name} = :{name}" for name in changes)  # rules.EDITABLE only
             self._q(
                 connection,
-                f"UPDATE tasks SET {columns}, updated_at = :now WHERE board = :board AND id = :id",
+                f"UPDATE tasks SET {columns}, updated_at = :now, {WITHDRAW_DECISION} "
+                "WHERE board = :board AND id = :id",
                 now=now, id=task_id, **changes,
             )
             self._event(connection, task_id, EventKind.EDITED, now, fields=sorted(changes))
@@ -201,7 +214,8 @@ class SqlEdits(SqlAccess):
             self._refuse_running(tasks)
             self._archive_for_deletion(tasks, force, now, connection)
             for table in (
-                "events", "comments", "runs", "task_links", "tasks", "board_pauses", "usage"
+                "events", "comments", "runs", "task_links", "tasks", "board_pauses", "usage",
+                "outbox", "outbox_cursors", "approval_codes",
             ):
                 self._q(connection, f"DELETE FROM {table} WHERE board = :board")
             for statement in also:

@@ -9,7 +9,7 @@ from typing import Any
 from lane_runner import redact
 from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import print_json, print_table
-from lane_runner.config import KEYS, Config, cli_environment
+from lane_runner.config import KEYS, Config, Key, cli_environment
 from lane_runner.names import PROVIDERS
 from lane_runner.providers.environment import allowed
 
@@ -37,6 +37,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _shown(key: Key, value: Any) -> Any:
+    return value if key.shown is None else key.shown(value)
+
+
 def worker_passes(cfg: Config) -> dict[str, list[str]]:
     """Which variables a worker of each provider would get (names only: values may be
     secrets): those of this environment ``worker_env`` lets through, and those
@@ -60,7 +64,7 @@ def show_config(args: argparse.Namespace) -> int:
                 "home": str(cfg.home),
                 "keys": {
                     key.name: {
-                        "value": _plain(cfg.values[key.name]),
+                        "value": _plain(_shown(key, cfg.values[key.name])),
                         "source": cfg.sources[key.name],
                     }
                     for key in KEYS
@@ -72,7 +76,7 @@ def show_config(args: argparse.Namespace) -> int:
     print(f"home: {cfg.home}")
     rows = []
     for key in KEYS:
-        value = _plain(cfg.values[key.name])
+        value = _plain(_shown(key, cfg.values[key.name]))
         if isinstance(value, dict):
             value = ",".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, list):

@@ -11,6 +11,7 @@ from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.checks import exit_status, worst
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.home import Home
+from lane_runner.service.workerpool import probe_user
 
 EPILOG = (
     "exit status: 0 when no check failed (warnings are printed), 1 when one failed "
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> None:
 def run_doctor(args: argparse.Namespace) -> int:
     cfg = load_config(args, needs_home=False)  # a missing home is one of its checks
     if args.fix:
-        for line in doctor.narrow_modes(Home(cfg.home), cfg.worker_user):
+        for line in doctor.narrow_modes(Home(cfg.home), probe_user(cfg)):
             print(f"fixed {line}", file=sys.stderr)
     checks = doctor.run_all(cfg)
     status = exit_status(checks, args.strict)

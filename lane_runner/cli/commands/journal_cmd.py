@@ -19,6 +19,7 @@ from journal import Entry, Journal
 from lane_runner import display
 from lane_runner.board import open_store, rules
 from lane_runner.board.base import BoardUnavailable, Store
+from lane_runner.board.model import IMPLEMENT_ROLE
 from lane_runner.cli import inspection
 from lane_runner.cli.arguments import add_json_flag, load_config
 from lane_runner.cli.output import duration, print_json, print_table, printable, timestamp
@@ -163,7 +164,9 @@ def board_view(store: Store, board: str, task_id: str, result: Any) -> inspectio
     try:
         lane = store.board(board)
         task = lane.get_task(task_id)
-        ended = [run.id for run in lane.runs(task_id) if run.ended_at is not None]
+        # The task's own runs: a review run never completes it (board/sql/reviews.py)
+        ended = [run.id for run in lane.runs(task_id)
+                 if run.ended_at is not None and run.role == IMPLEMENT_ROLE]
     except NotFound:
         return inspection.BoardView()
     except BoardUnavailable as error:
@@ -248,19 +251,23 @@ def _explained_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  summary:  {summary}")
     view = doc["board_view"]
     if view is not None:
-        if view["error"]:
-            lines.append(f"  board:    unavailable: {view['error']}")
-        elif view["task_status"] is None:
-            lines.append("  board:    no such task")
-        else:
-            lines.append(
-                f"  board:    task {view['task_status']}, current run {view['current_run_id']}, "
-                f"completed by run {view['completed_run_id']}, "
-                f"last ended run {view['latest_ended_run_id']}, "
-                f"same result: {'yes' if view['result_matches'] else 'no'}"
-            )
+        lines.append(f"  board:    {_board_words(view)}")
     lines.append(f"  recover:  {doc['recover']['action']}: {doc['recover']['why']}")
     return lines
+
+
+def _board_words(view: dict[str, Any]) -> str:
+    """What the board says of the entry's task: unavailable, no such task, or its runs."""
+    if view["error"]:
+        return f"unavailable: {view['error']}"
+    if view["task_status"] is None:
+        return "no such task"
+    return (
+        f"task {view['task_status']}, current run {view['current_run_id']}, "
+        f"completed by run {view['completed_run_id']}, "
+        f"last ended run {view['latest_ended_run_id']}, "
+        f"same result: {'yes' if view['result_matches'] else 'no'}"
+    )
 
 
 # -- verify ------------------------------------------------------------------------

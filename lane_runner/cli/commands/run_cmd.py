@@ -8,10 +8,12 @@ from typing import Any
 
 from lane_runner.cli import batch, dryrun
 from lane_runner.cli.arguments import add_json_flag, load_config
+from lane_runner.cli.commands import web_cmd
 from lane_runner.cli.output import print_json, print_table
 from lane_runner.daemon import Daemon
 from lane_runner.errors import UsageError
 from lane_runner.home import Home
+from lane_runner.names import PROVIDERS
 from lane_runner.service import identity, recovery
 from lane_runner.service.lock import HomeLock
 from lane_runner.service.services import build, preflight
@@ -26,8 +28,8 @@ def register(subparsers: Any) -> None:
         "run",
         help="run the daemon: claim, route, supervise, commit",
         description="Run the daemon: claim, route, supervise, commit. It refuses to start "
-        "(exit 2) when neither the codex nor the claude CLI is found (codex_bin, "
-        "claude_bin, else PATH) and simulate is off. It makes the home if it is missing.",
+        f"(exit 2) when no agent CLI ({', '.join(PROVIDERS)}) is found (<provider>_bin, "
+        "else PATH) and simulate is off. It makes the home if it is missing.",
     )
     run.add_argument(
         "--until-idle",
@@ -77,10 +79,12 @@ def run_daemon(args: argparse.Namespace) -> int:
     if not args.until_idle:
         if args.json:
             raise UsageError("--json goes with --dry-run or --until-idle")
-        return Daemon(cfg).serve()
+        with web_cmd.beside_the_daemon(cfg):
+            return Daemon(cfg).serve()
     idle = batch.IdleWatch()
     daemon = Daemon(cfg, until=idle)
-    served = daemon.serve()
+    with web_cmd.beside_the_daemon(cfg):
+        served = daemon.serve()
     if not idle.reached:  # stopped by a signal before the work was done
         return served
     found = batch.report(cfg, daemon.services.node, daemon.started_at, idle.waiting)

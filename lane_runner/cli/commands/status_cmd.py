@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import asdict
 from typing import Any
@@ -20,7 +21,7 @@ from journal import Journal
 from lane_runner import clock, files
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardError
-from lane_runner.board.model import Status, Task
+from lane_runner.board.model import Approval, Status, Task
 from lane_runner.cli import inspection
 from lane_runner.cli.arguments import add_json_flag, load_config, seconds, whole
 from lane_runner.cli.commands.task_cmd import backoff_of
@@ -38,7 +39,7 @@ from lane_runner.errors import UsageError
 from lane_runner.home import NODE_ID_BYTES, Home
 from lane_runner.router import health
 from lane_runner.run import lanestate
-from lane_runner.service import breaker, lock, pause, status, stopping
+from lane_runner.service import approvals, breaker, lock, pause, status, stopping
 from lane_runner.usage import budget, record, share
 
 
@@ -73,15 +74,28 @@ def _board_counts(cfg: Config, now: float, node: str | None) -> dict[str, dict[s
                     },
                     "backing_off": _backing_off(board.list_tasks(Status.READY), now),
                     "left_running": [] if node is None else _left_running(board, node),
+                    "awaiting_approval": _awaiting(cfg, board),
                     **_today(cfg, slug, board),
                     "error": None,
                 }
             except BoardError as error:
                 counts[slug] = {
                     "counts": {}, "paused": None, "backing_off": [], "left_running": [],
-                    **_today(cfg, slug, None), "error": str(error),
+                    "awaiting_approval": [], **_today(cfg, slug, None), "error": str(error),
                 }
     return counts
+
+
+def _awaiting(cfg: Config, board: Board) -> list[dict[str, Any]]:
+    """Tasks waiting for a person's ``task approve``: before their run, or their push."""
+    if approvals.approval_for(cfg, board.slug) is Approval.NONE:
+        return []
+    return [
+        {"task_id": task.id, "before": waiting.value}
+        for status in (Status.READY, Status.DONE)
+        for task in board.list_tasks(status)
+        if (waiting := approvals.awaiting(cfg, task)) is not None
+    ]
 
 
 def _left_running(board: Board, node: str) -> list[dict[str, Any]]:
@@ -253,15 +267,7 @@ def show_status(args: argparse.Namespace) -> int:
     try:
         while True:
             now = time.time()
-            document = collect(cfg, now)
-            if args.json and args.watch:
-                sys.stdout.buffer.write(json_bytes(document, indent=False) + b"\n")  # JSON Lines
-            elif args.json:
-                print_json(document)
-            else:
-                if args.watch and sys.stdout.isatty():
-                    sys.stdout.write(CLEAR)
-                _print(document, now)
+            _show(args, collect(cfg, now), now)
             sys.stdout.flush()
             shown += 1
             if not args.watch or shown == args.count:
@@ -269,6 +275,19 @@ def show_status(args: argparse.Namespace) -> int:
             _pause(args.interval)
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a watch ends
+
+
+def _show(args: argparse.Namespace, document: dict[str, Any], now: float) -> None:
+    """One status: a JSON line when watching as JSON, a JSON document, or the table
+    (on a clear screen when a terminal watches)."""
+    if args.json and args.watch:
+        sys.stdout.buffer.write(json_bytes(document, indent=False) + b"\n")  # JSON Lines
+    elif args.json:
+        print_json(document)
+    else:
+        if args.watch and sys.stdout.isatty():
+            sys.stdout.write(CLEAR)
+        _print(document, now)
 
 
 def _pause(interval: float) -> None:
@@ -307,22 +326,30 @@ def _clock(run: dict[str, Any], now: float) -> str | None:
     return shown
 
 
-def _print_controls(daemon: dict[str, Any]) -> None:
-    if daemon["hold"]:
-        print(f"not claiming: {daemon['hold']['reason']}")
-    watched = daemon.get("config") or {}
+def _print_config(watched: dict[str, Any]) -> None:
+    """A configuration file that was not taken, and keys that wait for a restart."""
     if watched.get("error"):
         print(f"configuration: {watched['file']} was not taken, the last good one is in "
               f"force: {watched['error']}")
     if watched.get("restart_needed"):
         print(f"configuration: {', '.join(watched['restart_needed'])} changed; the new value "
               "takes effect at the next start")
-    memory = daemon.get("memory") or {}
+
+
+def _print_memory(memory: dict[str, Any]) -> None:
+    """Memory pressure, when there is any."""
     pressure = memory.get("pressure")
     if pressure not in (None, "ok"):
         limit = "; one new run per pass" if pressure == "elevated" else ""
         print(f"memory pressure {pressure}: {memory['available'] >> 20} MiB available "
               f"({memory['source']}){limit}")
+
+
+def _print_controls(daemon: dict[str, Any]) -> None:
+    if daemon["hold"]:
+        print(f"not claiming: {daemon['hold']['reason']}")
+    _print_config(daemon.get("config") or {})
+    _print_memory(daemon.get("memory") or {})
     slots = daemon["slots"] or {}
     capped = [
         f"{name} {slot['running']}/{slot['cap']}"
@@ -334,6 +361,20 @@ def _print_controls(daemon: dict[str, Any]) -> None:
 
 
 def _print(document: dict[str, Any], now: float) -> None:
+    _print_daemon(document)
+    _print_active(document, now)
+    print()
+    _print_providers(document, now)
+    print()
+    _print_boards(document)
+    _print_waits(document)
+    _print_pending(document)
+    _print_cycling(document, now)
+
+
+def _print_daemon(document: dict[str, Any]) -> None:
+    """Unsafe directories, the daemon's state, a pause, and the running daemon's slots
+    and controls."""
     for problem in document["unsafe_directories"]:
         print(f"warning: {problem}: not read through; move it aside (see 'lane-runner doctor')")
     daemon = document["daemon"]
@@ -350,6 +391,10 @@ def _print(document: dict[str, Any], now: float) -> None:
             + (f", metrics on {_metrics_url(daemon)}" if daemon["metrics_port"] else "")
         )
         _print_controls(daemon)
+
+
+def _print_active(document: dict[str, Any], now: float) -> None:
+    """The runs in flight, one row each."""
     if document["active"]:
         print()
         print_table(
@@ -385,7 +430,10 @@ def _print(document: dict[str, Any], now: float) -> None:
                 for run in document["active"]
             ],
         )
-    print()
+
+
+def _print_providers(document: dict[str, Any], now: float) -> None:
+    """Each provider's health and the limit it last announced."""
     providers = document["providers"]
     if providers:
         print_table(
@@ -406,7 +454,10 @@ def _print(document: dict[str, Any], now: float) -> None:
                 print(f"{p['provider']}: {p['limit']}")
     else:
         print("providers: no health recorded (no capacity or auth failure seen)")
-    print()
+
+
+def _print_boards(document: dict[str, Any]) -> None:
+    """Each board's tasks by status, pause, spend today and error."""
     boards = document["boards"]
     statuses = sorted({name for board in boards.values() for name in board["counts"]})
     if boards:
@@ -425,23 +476,48 @@ def _print(document: dict[str, Any], now: float) -> None:
         )
     else:
         print("boards: none")
+
+
+def _print_waits(document: dict[str, Any]) -> None:
+    """What keeps tasks from being claimed: the storm breaker's trips, the tasks awaiting
+    approval or backing off, and the ones a stopped daemon left running."""
+    boards = document["boards"]
     for trip in document["breaker"]:
         print(f"\nbroken: {printable(trip['why'])} (since {trip['tripped_at']}, "
               f"next probe {trip['probe_at']}; tasks: {', '.join(trip['tasks'])})")
-    backing = [(slug, b) for slug, board in boards.items() for b in board["backing_off"]]
-    if backing:
-        print(f"\n{len(backing)} task(s) backing off after counted failures:")
-        print_table(
-            ("board", "task", "failures", "claimable in", "at"),
-            [(slug, b["task_id"], b["failures"], duration(b["seconds_left"]), b["until"])
-             for slug, b in backing],
-        )
-    left = [(slug, t) for slug, board in boards.items() for t in board["left_running"]]
-    if left:
-        print(f"\n{len(left)} task(s) left running by a stopped daemon of this home; "
-              "they resume at its next start (lane-runner run):")
-        print_table(("board", "task", "run"), [(slug, t["task_id"], t["run_id"])
-                                              for slug, t in left])
+    _print_listed(
+        boards, "awaiting_approval",
+        f"task(s) {approvals.AWAITING} ('lane-runner task approve TASK'):",
+        ("board", "task", "before"),
+        lambda slug, w: (slug, w["task_id"], w["before"].replace("_", " ")),
+    )
+    _print_listed(
+        boards, "backing_off", "task(s) backing off after counted failures:",
+        ("board", "task", "failures", "claimable in", "at"),
+        lambda slug, b: (slug, b["task_id"], b["failures"], duration(b["seconds_left"]),
+                         b["until"]),
+    )
+    _print_listed(
+        boards, "left_running",
+        "task(s) left running by a stopped daemon of this home; they resume at its next "
+        "start (lane-runner run):",
+        ("board", "task", "run"), lambda slug, t: (slug, t["task_id"], t["run_id"]),
+    )
+
+
+def _print_listed(
+    boards: dict[str, Any], key: str, heading: str, columns: tuple[str, ...],
+    row: Callable[[str, dict[str, Any]], tuple[Any, ...]],
+) -> None:
+    """One list every board's status holds under ``key``, as a table under its count."""
+    listed = [(slug, each) for slug, board in boards.items() for each in board[key]]
+    if listed:
+        print(f"\n{len(listed)} {heading}")
+        print_table(columns, [row(slug, each) for slug, each in listed])
+
+
+def _print_pending(document: dict[str, Any]) -> None:
+    """The accepted results the journal still holds for their boards."""
     pending = document["pending_finalizations"]
     print()
     if pending:
@@ -452,6 +528,10 @@ def _print(document: dict[str, Any], now: float) -> None:
         )
     else:
         print("no finalizations pending")
+
+
+def _print_cycling(document: dict[str, Any], now: float) -> None:
+    """The tasks blocked in a row by cooldowns."""
     cycling = document["cycling"]
     if cycling:
         print()

@@ -14,6 +14,7 @@ from typing import Any
 
 from lane_runner import redact
 from lane_runner.board import open_store
+from lane_runner.board.base import Store
 from lane_runner.board.model import Status, Task, TaskEdit
 from lane_runner.board.rules import MAX_RETRIES
 from lane_runner.cli.arguments import add_json_flag, dollars, load_config, seconds, whole
@@ -29,6 +30,7 @@ from lane_runner.cli.tasks import (
     task_target,
 )
 from lane_runner.errors import LaneRunnerError, UsageError
+from lane_runner.names import PROVIDERS
 
 RETRIED = "retried by an operator: failures reset"
 
@@ -42,7 +44,8 @@ def register_actions(commands: Any) -> None:
     body = edit.add_mutually_exclusive_group()
     body.add_argument("--body", help="the new task text")
     body.add_argument("--body-file", help="read the new task text from a file ('-' for stdin)")
-    edit.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>; '' clears it")
+    lanes = f"cli-auto or cli-<{'|'.join(PROVIDERS)}>-<effort>"
+    edit.add_argument("--assignee", help=f"{lanes}; '' clears it")
     edit.add_argument("--priority", type=int, help="higher runs first")
     edit.add_argument("--workspace", help="the git repository (checked now); '' clears it")
     edit.add_argument("--max-runtime", type=seconds, help="seconds per run")
@@ -118,32 +121,48 @@ def retry_task(args: argparse.Namespace) -> int:
     cannot be retried (not blocked, running) is said and the others still are (exit 1)."""
     if args.blocked == bool(args.tasks):
         raise UsageError("task retry: name the task ids, or --blocked for all of a board's")
-    retried: list[Task] = []
-    refused: list[str] = []
     with closing(open_store(load_config(args))) as store:
-        if args.blocked:
-            slug = only_board(store, args.board)
-            targets = [(slug, task.id) for task in store.board(slug).list_tasks(Status.BLOCKED)]
-        else:
-            targets = [(board_of(store, task_id, args.board), task_id) for task_id in args.tasks]
-        for slug, task_id in targets:
-            try:
-                retried.append(store.board(slug).retry(task_id, args.comment, author=args.author))
-            except LaneRunnerError as error:
-                if len(targets) == 1:
-                    raise  # one task: its error is the command's, as for any other
-                refused.append(f"{slug}/{task_id}: {error}")
+        slug, targets = _retry_targets(store, args)
+        retried, refused = _retry_each(store, targets, args)
     if args.json:
         documents = [task_document(task) for task in retried]
         print_json(documents[0] if len(args.tasks) == 1 and documents else documents)
     else:
         for task in retried:
             print(f"retried {task.board}/{task.id} (now {task.status})")
-        if args.blocked and not targets:
+        if slug is not None and not targets:
             print(f"no blocked task on board {slug}")
     for line in refused:
         print(f"lane-runner: {redact.text(line)}", file=sys.stderr)
     return 1 if refused else 0
+
+
+def _retry_targets(
+    store: Store, args: argparse.Namespace
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """The (board, task id) pairs to retry, every id found first; with ``--blocked``,
+    the board's slug and its blocked tasks."""
+    if args.blocked:
+        slug = only_board(store, args.board)
+        return slug, [(slug, task.id) for task in store.board(slug).list_tasks(Status.BLOCKED)]
+    return None, [(board_of(store, task_id, args.board), task_id) for task_id in args.tasks]
+
+
+def _retry_each(
+    store: Store, targets: list[tuple[str, str]], args: argparse.Namespace
+) -> tuple[list[Task], list[str]]:
+    """Retry each target in its own transaction: the tasks retried, and what was refused
+    for the others (one task alone: its error is the command's, as for any other)."""
+    retried: list[Task] = []
+    refused: list[str] = []
+    for slug, task_id in targets:
+        try:
+            retried.append(store.board(slug).retry(task_id, args.comment, author=args.author))
+        except LaneRunnerError as error:
+            if len(targets) == 1:
+                raise
+            refused.append(f"{slug}/{task_id}: {error}")
+    return retried, refused
 
 
 def delete_task(args: argparse.Namespace) -> int:

@@ -13,11 +13,20 @@ import orjson
 
 from lane_runner.board import open_store
 from lane_runner.board.base import Board, BoardUnavailable, HostedBoard, Store
-from lane_runner.board.model import Comment, Event, NewTask, Run, Status, Task
+from lane_runner.board.model import (
+    Approval,
+    Comment,
+    Event,
+    NewTask,
+    Run,
+    Status,
+    Task,
+    TaskSettings,
+)
 from lane_runner.board.rules import MAX_RETRIES
-from lane_runner.cli import completion, dryrun
+from lane_runner.cli import completion, dryrun, evidence
 from lane_runner.cli.arguments import add_json_flag, dollars, load_config, seconds, whole
-from lane_runner.cli.commands import task_change_cmd
+from lane_runner.cli.commands import approve_cmd, task_change_cmd
 from lane_runner.cli.output import print_json, print_table, printable, timestamp
 from lane_runner.cli.ranby import RanBy, ran_by
 from lane_runner.cli.tasks import (
@@ -35,9 +44,9 @@ from lane_runner.cli.tasks import (
 )
 from lane_runner.errors import LaneRunnerError, UsageError
 from lane_runner.home import Home
-from lane_runner.service import breaker
+from lane_runner.names import PROVIDERS
+from lane_runner.service import approvals, breaker
 from lane_runner.usage import record, share
-from lane_runner.usage.spend import Spend
 
 STOP_POLL = 0.2
 
@@ -50,41 +59,7 @@ def register(subparsers: Any) -> None:
     group = subparsers.add_parser("task", help="file, list and inspect tasks")
     commands = group.add_subparsers(dest="task_command", metavar="ACTION", required=True)
 
-    add = commands.add_parser("add", help="file a task on a board")
-    add.add_argument("--board", help="the board (default: the home's one board)")
-    add.add_argument("--title", required=True)
-    body = add.add_mutually_exclusive_group()
-    body.add_argument("--body", default="", help="the task text")
-    body.add_argument("--body-file", help="read the task text from a file ('-' for stdin)")
-    add.add_argument("--id", help="the task id (default: a generated t-<8 hex>)")
-    add.add_argument("--assignee", help="cli-auto or cli-<codex|claude>-<effort>")
-    add.add_argument(
-        "--workspace",
-        help="the git repository the task works in (checked now: it must have a commit); "
-        "needed unless the board's host makes workspaces (Hermes)",
-    )
-    add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
-    add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
-    add.add_argument("--max-runtime", type=seconds, help="seconds per run (default: config)")
-    add.add_argument("--goal-turns", type=whole(1), default=1, help="turns before giving up (1)")
-    add.add_argument(
-        "--max-retries",
-        type=whole(0, MAX_RETRIES),
-        help="counted failures retried before the task is blocked (default: failure_limit - 1)",
-    )
-    add.add_argument(
-        "--max-cost-usd",
-        type=dollars,
-        help="dollars the task may spend over all its runs; then it is blocked 'budget' "
-        "(default: config max_cost_usd)",
-    )
-    add.add_argument(
-        "--max-tokens",
-        type=whole(1),
-        help="tokens the task may spend over all its runs (default: config max_tokens)",
-    )
-    add_json_flag(add)
-    add.set_defaults(handler=add_task)
+    _register_add(commands)
 
     listing = commands.add_parser("ls", help="list tasks")
     listing.add_argument("--board", help="one board (default: all boards)")
@@ -114,6 +89,73 @@ def register(subparsers: Any) -> None:
     task_target(route)
     route.set_defaults(handler=route_task)
 
+    _register_stop(commands)
+
+    archive = commands.add_parser("archive", help="archive a task that is not running")
+    task_target(archive)
+    archive.set_defaults(handler=archive_task)
+
+    task_change_cmd.register_actions(commands)
+    approve_cmd.register_actions(commands)
+
+
+def _register_add(commands: Any) -> None:
+    """``task add``: what a task is filed with."""
+    add = commands.add_parser("add", help="file a task on a board")
+    add.add_argument("--board", help="the board (default: the home's one board)")
+    add.add_argument("--title", required=True)
+    body = add.add_mutually_exclusive_group()
+    body.add_argument("--body", default="", help="the task text")
+    body.add_argument("--body-file", help="read the task text from a file ('-' for stdin)")
+    add.add_argument("--id", help="the task id (default: a generated t-<8 hex>)")
+    add.add_argument("--assignee", help=f"cli-auto or cli-<{'|'.join(PROVIDERS)}>-<effort>")
+    add.add_argument(
+        "--workspace",
+        help="the git repository the task works in (checked now: it must have a commit); "
+        "needed unless the board's host makes workspaces (Hermes)",
+    )
+    add.add_argument("--parent", action="append", default=[], help="a parent task (repeatable)")
+    add.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    add.add_argument("--max-runtime", type=seconds, help="seconds per run (default: config)")
+    add.add_argument("--goal-turns", type=whole(1), default=1, help="turns before giving up (1)")
+    add.add_argument(
+        "--max-retries",
+        type=whole(0, MAX_RETRIES),
+        help="counted failures retried before the task is blocked (default: failure_limit - 1)",
+    )
+    add.add_argument(
+        "--max-cost-usd",
+        type=dollars,
+        help="dollars the task may spend over all its runs; then it is blocked 'budget' "
+        "(default: config max_cost_usd)",
+    )
+    add.add_argument(
+        "--max-tokens",
+        type=whole(1),
+        help="tokens the task may spend over all its runs (default: config max_tokens)",
+    )
+    add.add_argument(
+        "--check", action="append", default=[], metavar="CMD",
+        help="an acceptance command run in the worktree before the result is accepted "
+        "(repeatable; the board's checks run too)",
+    )
+    add.add_argument(
+        "--review", metavar="MODE",
+        help="off, auto (a provider other than the implementer's) or a provider "
+        "(default: the board's review)",
+    )
+    add.add_argument("--model", help="the model the CLI is asked for (default: its own)")
+    add.add_argument(
+        "--approval", choices=[a.value for a in Approval],
+        help="wait for a person's approval before the run or before the push "
+        "(default: the board's approval)",
+    )
+    add_json_flag(add)
+    add.set_defaults(handler=add_task)
+
+
+def _register_stop(commands: Any) -> None:
+    """``task stop``: how a running task's run is ended."""
     stop = commands.add_parser(
         "stop", help="end a running task's run: its process tree is killed, it is not a failure"
     )
@@ -125,12 +167,6 @@ def register(subparsers: Any) -> None:
     stop.add_argument("--wait", action="store_true", help="return once the run has ended")
     stop.add_argument("--timeout", type=seconds, help="with --wait: give up after this many s")
     stop.set_defaults(handler=stop_task)
-
-    archive = commands.add_parser("archive", help="archive a task that is not running")
-    task_target(archive)
-    archive.set_defaults(handler=archive_task)
-
-    task_change_cmd.register_actions(commands)
 
 
 def _store(args: argparse.Namespace) -> Store:
@@ -155,6 +191,10 @@ def add_task(args: argparse.Namespace) -> int:
         max_retries=args.max_retries,
         max_cost_usd=args.max_cost_usd,
         max_tokens=args.max_tokens,
+        settings=TaskSettings(
+            checks=tuple(args.check), review=args.review, model=args.model,
+            approval=Approval(args.approval) if args.approval else None,
+        ),
     )
     with closing(open_store(cfg)) as store:
         board = store.board(only_board(store, args.board))
@@ -197,13 +237,15 @@ def list_tasks(args: argparse.Namespace) -> int:
             who = ran_by(board, home.lane_dir(board.slug))
             rows += [(task, who.get(task.id, RanBy())) for task in board.list_tasks(status)]
     if args.json:
-        print_json([{**task_document(t), "provider": r.provider, "node": r.node} for t, r in rows])
+        print_json([{**task_document(t), "provider": r.provider, "node": r.node,
+                     "awaiting_approval": approvals.awaiting(cfg, t)} for t, r in rows])
         return 0
     print_table(
         ("board", "id", "status", "assignee", "provider", "node", "priority", "updated", "title",
          "blocked because"),
         [
-            (t.board, t.id, t.status, t.assignee, r.provider, r.node, t.priority,
+            (t.board, t.id, approvals.shown_status(cfg, t), t.assignee, r.provider, r.node,
+             t.priority,
              timestamp(t.updated_at), _cut(t.title), _cut(t.block_reason))
             for t, r in rows
         ],
@@ -227,9 +269,8 @@ def show_task(args: argparse.Namespace) -> int:
         board = task_board(store, args)
         task = board.get_task(args.task)
         runs, events, comments = board.runs(task.id), board.events(task.id), board.comments(task.id)
-        shared = share.on_board(board, task_id=task.id)
-    home = Home(cfg.home)
-    spent = Spend.of(shared, record.read(home.usage_file(task.board))).task_usage(task.id)
+        home = Home(cfg.home)
+        spent = share.task_usage(board, record.read(home.usage_file(task.board)), task.id)
     held = _held(task, home)
     if args.json:
         print_json(
@@ -241,7 +282,9 @@ def show_task(args: argparse.Namespace) -> int:
                 "delivery": delivery_of(events),
                 "backoff": backoff_of(task, time.time()),
                 "held": held,
+                "awaiting_approval": approvals.awaiting(cfg, task),
                 "usage": spent,
+                "evidence": evidence.document(task, events, spent),
             }
         )
         return 0
@@ -249,6 +292,7 @@ def show_task(args: argparse.Namespace) -> int:
     _print_backoff(backoff_of(task, time.time()))
     if held is not None:
         print(f"\nnot claimed by this runner: {held['why']}")
+    _print_awaiting(approvals.awaiting(cfg, task), task)
     _print_delivery(delivery_of(events))
     _print_usage(spent)
     return 0
@@ -261,6 +305,13 @@ def _held(task: Task, home: Home) -> dict[str, Any] | None:
         return None
     trip = breaker.holding(breaker.read(home.breaker_file), task.board, task.workspace)
     return None if trip is None else {"scope": trip.scope, "why": trip.describe()}
+
+
+def _print_awaiting(waiting: Approval | None, task: Task) -> None:
+    if waiting is not None:
+        what = "its run" if waiting is Approval.BEFORE_RUN else "its push and after_done"
+        print(f"\n{approvals.AWAITING}: {what} waits for 'lane-runner task approve {task.id}' "
+              f"(or 'task deny {task.id} --reason ...')")
 
 
 def backoff_of(task: Task, now: float) -> dict[str, Any] | None:
@@ -291,6 +342,8 @@ def _print_usage(spent: dict[str, Any]) -> None:
     for row in spent["by_model"]:
         print(f"  {row['provider']}/{row['model']}: {row['total_tokens']:,} tokens, "
               f"${row['cost_usd']:.4f}")
+    for role, row in spent["by_role"].items():
+        print(f"  {role}: {row['total_tokens']:,} tokens, ${row['cost_usd']:.4f}")
 
 
 def delivery_of(events: list[Event]) -> dict[str, Any] | None:
@@ -313,18 +366,35 @@ def _print_delivery(delivered: dict[str, Any] | None) -> None:
     print(printable(str(delivered.get("diffstat") or "(no changes)")))
 
 
+def _setting_rows(settings: TaskSettings) -> dict[str, Any]:
+    """The settings the task itself sets, one row each (unset ones follow the board)."""
+    rows: dict[str, Any] = {f"check {n}": c for n, c in enumerate(settings.checks, 1)}
+    for name in ("review", "model", "approval"):
+        value = getattr(settings, name)
+        if value is not None:
+            rows[name] = str(value)
+    return rows
+
+
+def _role(run: Run) -> str:
+    """``implement``, or ``review of N`` for a reviewer's run of its own (issue 41)."""
+    return run.role if run.for_run is None else f"{run.role} of {run.for_run}"
+
+
 def _print_task(task: Task, runs: list[Run], events: list[Event], comments: list[Comment]) -> None:
     fields = task_document(task)
     result, body = fields.pop("result"), fields.pop("body")
     fields["parents"] = ", ".join(task.parents) or None
+    fields.pop("settings")
+    fields.update(_setting_rows(task.settings))
     print_table(("field", "value"), list(fields.items()))
     if body:
         print(f"\nbody:\n{printable(body)}")
     print("\nruns:")
     print_table(
-        ("run", "node", "claimed", "lease expires", "ended", "outcome", "reason"),
+        ("run", "role", "node", "claimed", "lease expires", "ended", "outcome", "reason"),
         [
-            (r.id, r.node, timestamp(r.claimed_at), timestamp(r.lease_expires_at),
+            (r.id, _role(r), r.node, timestamp(r.claimed_at), timestamp(r.lease_expires_at),
              timestamp(r.ended_at), r.outcome, r.reason)
             for r in runs
         ],

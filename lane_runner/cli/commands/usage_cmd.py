@@ -1,7 +1,8 @@
 """``lane-runner usage``: what the tasks spent, from the usage ledger (never the logs).
 
-Totals by task, board, provider, model or day (``--by``, several allowed), over a
-period of UTC days (``--since`` / ``--until``), for one board or task or all. A board
+Totals by task, board, provider, model, day or role (``--by``, several allowed; a role
+is an implementer's turns or a reviewer's), over a period of UTC days (``--since`` /
+``--until``), for one board or task or all. A board
 with a shared ledger (the SQL boards) gives every runner's spend on it; this home's
 records count too, by id, so what it has not sent yet is not missed.
 """
@@ -32,7 +33,7 @@ HEADERS = ("input", "cached", "cache write", "output", "reasoning", "tokens", "c
 
 def register(subparsers: Any) -> None:
     usage = subparsers.add_parser(
-        "usage", help="tokens and dollars spent, by task, board, provider, model or day"
+        "usage", help="tokens and dollars spent, by task, board, provider, model, day or role"
     )
     usage.add_argument("--board", help="one board (default: every board of this home)")
     usage.add_argument("--task", help="one task (with --board)")
@@ -116,11 +117,7 @@ def show_usage(args: argparse.Namespace) -> int:
         raise UsageError("--task needs --board: task ids are per board")
     cfg = load_config(args)
     home = Home(cfg.home)
-    today = datetime.datetime.fromtimestamp(clock.now(), datetime.UTC).date()
-    since = day(args.since, today, "--since").isoformat() if args.since else None
-    until = day(args.until, today, "--until").isoformat() if args.until else None
-    if since and until and since > until:
-        raise UsageError(f"--since {since} is after --until {until}")
+    since, until = _days(args)
     with closing(open_store(cfg)) as store:
         chosen = selected(records(store, home, args.board, since), args.task, since, until)
     by = tuple(dict.fromkeys(args.by or ["board"]))
@@ -136,6 +133,17 @@ def show_usage(args: argparse.Namespace) -> int:
              f" (+ {total['unpriced_records']} record(s) of unknown cost: add their model "
              "to prices)"))
     return 0
+
+
+def _days(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """``--since`` and ``--until`` as ISO days (None when not given); refused when the
+    first is after the second."""
+    today = datetime.datetime.fromtimestamp(clock.now(), datetime.UTC).date()
+    since = day(args.since, today, "--since").isoformat() if args.since else None
+    until = day(args.until, today, "--until").isoformat() if args.until else None
+    if since and until and since > until:
+        raise UsageError(f"--since {since} is after --until {until}")
+    return since, until
 
 
 def _figures(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -1,4 +1,4 @@
-"""Simulated ``codex`` and ``claude`` CLIs
+"""Simulated ``codex``, ``claude``, ``opencode`` and ``gemini`` CLIs
 (``python -P -m lane_runner.providers.simulators.<cli>``).
 
 ``install(bin_dir)`` writes executable wrappers named like the real CLIs, so
@@ -11,11 +11,11 @@ import shlex
 import sys
 from pathlib import Path
 
-CLIS = ("codex", "claude")
+CLIS = ("codex", "claude", "opencode", "gemini")
 
 
 def install(bin_dir: Path) -> dict[str, Path]:
-    """Write ``codex`` and ``claude`` wrapper scripts into ``bin_dir``; their paths.
+    """Write a wrapper script per simulated CLI into ``bin_dir``; their paths.
 
     ``-P`` keeps the working directory (a task's workspace) off ``sys.path``. The
     directory is 0755 whatever the umask (the unit's is 077): a worker user runs them.

@@ -51,33 +51,53 @@ def parse(argv: list[str]) -> Invocation:
     invocation = Invocation()
     args = list(argv)
     while args:
-        arg = args.pop(0)
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in _VALUED:
-            if not eq and (not args or args[0].startswith("-")):
-                play.fail(f"error: option '{name} <value>' argument missing")
-            invocation.options[_VALUED[name]] = inline if eq else args.pop(0)
-        elif name in _VARIADIC:
-            while args and not args[0].startswith("-"):
-                invocation.denied.append(args.pop(0))
-        elif name in _OPTIONAL:
-            takes_next = not eq and args and not args[0].startswith("-")
-            invocation.options[_OPTIONAL[name]] = args.pop(0) if takes_next else inline
-        elif arg in _FLAGS:
-            invocation.flags.add(_FLAGS[arg])
-        elif arg.startswith("-") and arg != "-":
-            play.fail(f"error: unknown option '{arg}'")
-        elif invocation.prompt is None:
-            invocation.prompt = arg
-        else:
-            play.fail("error: too many arguments. Expected 1 argument but got 2.")
+        _take(invocation, args.pop(0), args)
+    _check_choices(invocation)
+    return invocation
+
+
+def _take(invocation: Invocation, arg: str, args: list[str]) -> None:
+    """One argument into ``invocation``, with the values it takes from ``args``."""
+    name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+    if name in _VALUED:
+        if not eq and not _next_is_value(args):
+            play.fail(f"error: option '{name} <value>' argument missing")
+        invocation.options[_VALUED[name]] = inline if eq else args.pop(0)
+    elif name in _VARIADIC:
+        while _next_is_value(args):
+            invocation.denied.append(args.pop(0))
+    elif name in _OPTIONAL:
+        takes_next = not eq and _next_is_value(args)
+        invocation.options[_OPTIONAL[name]] = args.pop(0) if takes_next else inline
+    elif arg in _FLAGS:
+        invocation.flags.add(_FLAGS[arg])
+    else:
+        _take_other(invocation, arg)
+
+
+def _next_is_value(args: list[str]) -> bool:
+    """Whether the next argument is a value (not an option) the current option may take."""
+    return bool(args) and not args[0].startswith("-")
+
+
+def _take_other(invocation: Invocation, arg: str) -> None:
+    """An argument no option names: an unknown option, the prompt, or one too many."""
+    if arg.startswith("-") and arg != "-":
+        play.fail(f"error: unknown option '{arg}'")
+    elif invocation.prompt is None:
+        invocation.prompt = arg
+    else:
+        play.fail("error: too many arguments. Expected 1 argument but got 2.")
+
+
+def _check_choices(invocation: Invocation) -> None:
+    """Commander's refusal of a value outside an option's choices."""
     for key, allowed in _CHOICES.items():
         value = invocation.options.get(key)
         if value is not None and value not in allowed:
             choices = ", ".join(allowed)
             play.fail(f"error: option '--{key.replace('_', '-')} <value>' argument '{value}' "
                       f"is invalid. Allowed choices are {choices}.")
-    return invocation
 
 
 def _check(invocation: Invocation) -> None:
@@ -94,11 +114,16 @@ def _check(invocation: Invocation) -> None:
     settings = options.get("settings", "{")
     if not settings.lstrip().startswith("{") and not Path(settings).is_file():
         play.fail(f"Error: Settings file not found: {settings}")
-    if ("skip_permissions" in invocation.flags and os.geteuid() == 0
-            and os.environ.get("IS_SANDBOX") != "1"
-            and os.environ.get("CLAUDE_CODE_BUBBLEWRAP") != "1"):
+    if "skip_permissions" in invocation.flags and _root_outside_a_sandbox():
         play.fail("--dangerously-skip-permissions cannot be used with root/sudo privileges "
                   "for security reasons")
+
+
+def _root_outside_a_sandbox() -> bool:
+    """Root, with nothing saying it is in a sandbox (``IS_SANDBOX=1`` or
+    ``CLAUDE_CODE_BUBBLEWRAP=1``): where the real CLI refuses to skip permissions."""
+    return (os.geteuid() == 0 and os.environ.get("IS_SANDBOX") != "1"
+            and os.environ.get("CLAUDE_CODE_BUBBLEWRAP") != "1")
 
 
 def _check_schema(text: str) -> None:
@@ -117,7 +142,8 @@ class Run:
     def __init__(self, invocation: Invocation) -> None:
         self.options = invocation.options
         self.sessions = play.Sessions(play.home("CLAUDE_CONFIG_DIR", ".claude-sim"))
-        self.prompt = invocation.prompt if invocation.prompt is not None else sys.stdin.read()
+        self.said = invocation.prompt if invocation.prompt is not None else sys.stdin.read()
+        self.prompt = self.sessions.heard(self.options.get("resume"), self.said)
         self.scenario = play.choose("claude", self.prompt)
         self.model = self.options.get("model", "claude-sonnet-4-5")
 
@@ -136,8 +162,10 @@ class Run:
         sys.exit(status)
 
     def assistant(self, session_id: str, text: str, **fields: Any) -> None:
+        """One response, with its usage as claude streams it (900 in, 60 out here)."""
         self.event("assistant", session_id, message={
-            "role": "assistant", "model": self.model,
+            "id": f"msg_{uuid.uuid4().hex[:24]}", "role": "assistant", "model": self.model,
+            "usage": {"input_tokens": 900, "output_tokens": 60},
             "content": [{"type": "text", "text": text}]}, parent_tool_use_id=None, **fields)
 
     def session(self) -> str:
@@ -157,7 +185,7 @@ class Run:
 
     def play(self) -> None:
         session_id = self.session()
-        turn = self.sessions.next_turn(session_id)
+        turn = self.sessions.next_turn(session_id, self.said)
         name = self.scenario.name
         self.event("system", session_id, subtype="init", cwd=os.getcwd(), model=self.model,
                    permissionMode="bypassPermissions", tools=["Bash", "Edit", "Read", "Write"])
@@ -197,7 +225,10 @@ class Run:
             self.tool_result(session_id, f"pids: {' '.join(map(str, pids))}")
             play.hang()
         self.work(session_id)
-        structured = play.answer(self.scenario, turn, self.prompt, Path.cwd())
+        if play.reviews(self.options.get("json_schema", "")):
+            structured = play.review(self.scenario, Path.cwd())
+        else:
+            structured = play.answer(self.scenario, turn, self.prompt, Path.cwd())
         self.assistant(session_id, json.dumps(structured))
         self.result(session_id, is_error=False, text=json.dumps(structured),
                     structured=structured)
@@ -237,11 +268,9 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["--version"]:  # what ``doctor`` runs, as the worker user when there is one
-        print("2.1.0 (Claude Code) simulated")
+    args = play.arguments(argv, "2.1.0 (Claude Code) simulated")
+    if args is None:
         return
-    play.note_start()
     invocation = parse(args)
     _check(invocation)
     Run(invocation).play()

@@ -48,6 +48,19 @@ def _usage_error(message: str, usage: str) -> None:
 def parse(argv: list[str]) -> Invocation:
     invocation = Invocation()
     args = list(argv)
+    _take_command(invocation, args)
+    usage = _RESUME_USAGE if invocation.resume else _EXEC_USAGE
+    while args:
+        _take(invocation, args.pop(0), args, usage)
+    limit = 2 if invocation.resume else 1
+    if len(invocation.positionals) > limit:
+        _usage_error(f"unexpected argument '{invocation.positionals[limit]}' found", usage)
+    return invocation
+
+
+def _take_command(invocation: Invocation, args: list[str]) -> None:
+    """The top-level flags, then ``exec`` (or ``e``) and an optional ``resume``, taken
+    from the front of ``args``."""
     while args and args[0] in _TOP_LEVEL_FLAGS:
         invocation.flags.add(args.pop(0))
     if not args or args.pop(0) not in ("exec", "e"):
@@ -55,27 +68,31 @@ def parse(argv: list[str]) -> Invocation:
     if args and args[0] == "resume":
         invocation.resume = True
         args.pop(0)
-    usage = _RESUME_USAGE if invocation.resume else _EXEC_USAGE
-    while args:
-        arg = args.pop(0)
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if arg == "-" or not arg.startswith("-"):
-            invocation.positionals.append(arg)
-        elif name in _VALUED and not (invocation.resume and _VALUED[name] == "cd"):
-            if not eq and not args:
-                _usage_error(f"a value is required for '{name} <VALUE>' but none was supplied",
-                             usage)
-            value = inline if eq else args.pop(0)
-            invocation.options.setdefault(_VALUED[name], []).append(value)
-        elif arg in _FLAGS:
-            invocation.flags.add(arg)
-        else:
-            _usage_error(f"unexpected argument '{arg}' found\n\n"
-                         f"  tip: to pass '{arg}' as a value, use '-- {arg}'", usage)
-    limit = 2 if invocation.resume else 1
-    if len(invocation.positionals) > limit:
-        _usage_error(f"unexpected argument '{invocation.positionals[limit]}' found", usage)
-    return invocation
+
+
+def _take(invocation: Invocation, arg: str, args: list[str], usage: str) -> None:
+    """One argument of ``exec`` into ``invocation``, with the value it takes from ``args``
+    (``exec resume`` has no ``--cd``)."""
+    name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+    if arg == "-" or not arg.startswith("-"):
+        invocation.positionals.append(arg)
+    elif name in _VALUED and not (invocation.resume and _VALUED[name] == "cd"):
+        _take_value(invocation, name, inline if eq else None, args, usage)
+    elif arg in _FLAGS:
+        invocation.flags.add(arg)
+    else:
+        _usage_error(f"unexpected argument '{arg}' found\n\n"
+                     f"  tip: to pass '{arg}' as a value, use '-- {arg}'", usage)
+
+
+def _take_value(
+    invocation: Invocation, name: str, inline: str | None, args: list[str], usage: str
+) -> None:
+    """An option's value: written after ``=`` (``inline``), else the next argument."""
+    if inline is None and not args:
+        _usage_error(f"a value is required for '{name} <VALUE>' but none was supplied", usage)
+    value = inline if inline is not None else args.pop(0)
+    invocation.options.setdefault(_VALUED[name], []).append(value)
 
 
 def _item(kind: str, number: int, **fields: object) -> dict[str, object]:
@@ -89,7 +106,8 @@ class Run:
         positionals = list(invocation.positionals)
         self.thread_id = positionals.pop(0) if invocation.resume and positionals else None
         prompt_arg = positionals[0] if positionals else "-"
-        self.prompt = sys.stdin.read() if prompt_arg == "-" else prompt_arg
+        self.said = sys.stdin.read() if prompt_arg == "-" else prompt_arg
+        self.prompt = self.sessions.heard(self.thread_id, self.said)
         self.scenario = play.choose("codex", self.prompt)
         workspace = invocation.options.get("cd", [os.getcwd()])[-1]
         self.workspace = Path(workspace)
@@ -122,7 +140,7 @@ class Run:
     def play(self) -> None:
         thread_id = self.start()
         name = self.scenario.name
-        turn = self.sessions.next_turn(thread_id)
+        turn = self.sessions.next_turn(thread_id, self.said)
         self.item("reasoning", text="**Reading the task**")
         play.wait_at_gate()
         if name == "capacity":
@@ -152,7 +170,11 @@ class Run:
                       aggregated_output=f"pids: {' '.join(map(str, pids))}", exit_code=None)
             play.hang()
         self.work()
-        result = play.answer(self.scenario, turn, self.prompt, self.workspace)
+        schemas = self.invocation.options.get("output_schema", [])
+        if schemas and play.reviews(Path(schemas[-1]).read_text(encoding="utf-8")):
+            result = play.review(self.scenario, self.workspace)
+        else:
+            result = play.answer(self.scenario, turn, self.prompt, self.workspace)
         text = json.dumps(result)
         for path in self.invocation.options.get("output", []):
             Path(path).write_text(text)
@@ -197,11 +219,9 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["--version"]:  # what ``doctor`` runs, as the worker user when there is one
-        print("codex-cli 0.0.0 (simulated)")
+    args = play.arguments(argv, "codex-cli 0.0.0 (simulated)")
+    if args is None:
         return
-    play.note_start()
     Run(parse(args)).play()
 
 

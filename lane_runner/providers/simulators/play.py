@@ -5,13 +5,18 @@ A scenario comes from (first match wins) the control file named by
 run so tests can flip capacity while a daemon runs), a ``[sim:NAME]`` or
 ``[sim:NAME:ARG]`` marker in the prompt (``[sim@codex:NAME]`` applies to one
 provider only, e.g. a capacity failure that a fallback to the other survives),
-``LANE_RUNNER_SIM_SCENARIO``, else ``success``.
+``LANE_RUNNER_SIM_SCENARIO``, else ``success``. ``prose`` (opencode and gemini, which
+have no schema flag) answers in words, and in the schema once the repair turn asks.
 
 ``LANE_RUNNER_SIM_STARTED_LOG`` names a file each run appends one JSON line to
 at startup: when the kernel forked the process and when the simulator code began
 running (both wall-clock seconds), so benchmarks can time "ready → started", and the
 working directory (the task's worktree), so the crash campaign (``bench/campaign``)
 can count each task's CLI runs.
+
+``LANE_RUNNER_SIM_ENDED_LOG`` names a file each run appends one JSON line to as it exits
+(its pid and the wall-clock moment): with the start log, a CLI's own run time, which
+``bench/figures/verify_cost.py`` takes out of the runner's share.
 
 ``LANE_RUNNER_SIM_GATE`` names a file: while it exists, each run waits after its
 first event, before its scenario plays out, so a test can hold every CLI at one
@@ -21,6 +26,7 @@ point (then, say, lock the board) and let them all finish at once by removing it
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -36,10 +42,18 @@ SCENARIOS = frozenset({
     "success", "incomplete", "blocked", "capacity", "auth", "session-missing", "hang",
     "reconnect-forever", "crash", "garbage", "huge", "grandchildren", "slow", "goal", "nul",
     "unfinished", "artifacts", "linger", "long-summary", "escapes", "commit", "nochange",
-    "long-answer", "silent-tool", "checkout",
+    "long-answer", "silent-tool", "checkout", "prose", "feedback",
 })
-_MARKER = re.compile(r"\[sim(?:@(codex|claude))?:([a-z-]+)(?::([^\]]*))?\]")
+_MARKER = re.compile(r"\[sim(?:@([a-z]+))?:([a-z-]+)(?::([^\]]*))?\]")
 OUTPUT_FILE = "sim-output.txt"
+#: How the runner's repair turn begins (``providers/prompted.repair``): ``prose`` answers
+#: in words until it is asked so.
+REPAIR = "Your last message was not accepted"
+#: ``feedback``: a line ``SIM-FIX: NAME`` in the prompt (a check's output, a reviewer's
+#: finding fed back) makes the simulated worker create NAME in its worktree.
+_FIX = re.compile(r"SIM-FIX: ([A-Za-z0-9][A-Za-z0-9._-]*)")
+#: ``feedback``: the simulated reviewer asks for changes until the worktree holds this.
+REVIEWED_FILE = "sim-reviewed.txt"
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,26 @@ def choose(provider: str, prompt: str) -> Scenario:
         if marker.group(1) in (None, provider):
             return _parse(f"{marker.group(2)}:{marker.group(3) or ''}")
     return _parse(os.environ.get("LANE_RUNNER_SIM_SCENARIO") or "success")
+
+
+def arguments(argv: list[str] | None, version: str) -> list[str] | None:
+    """A simulated CLI's arguments (``argv``, else the process's), its start noted; None
+    when it was asked only for its ``--version`` (printed: what ``doctor`` runs, as the
+    worker user when there is one)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        print(version)
+        return None
+    note_start()
+    ended = os.environ.get("LANE_RUNNER_SIM_ENDED_LOG")
+    if ended:
+        atexit.register(_note_end, ended)
+    return args
+
+
+def _note_end(target: str) -> None:
+    with open(target, "a", encoding="utf-8") as log:
+        log.write(json.dumps({"pid": os.getpid(), "ended_at": time.time()}) + "\n")
 
 
 def note_start() -> None:
@@ -160,7 +194,9 @@ def fail(message: str, status: int = 1) -> None:
 
 
 class Sessions:
-    """Sessions under the CLI's home, so resume works across processes."""
+    """Sessions under the CLI's home, so resume works across processes; each keeps the
+    prompts it was given, as a real CLI's conversation does, so a resumed turn told only
+    what is new still plays the scenario its task named."""
 
     def __init__(self, root: Path) -> None:
         self._root = root / "sim-sessions"
@@ -174,13 +210,25 @@ class Sessions:
     def forget(self, session_id: str) -> None:
         self._path(session_id).unlink(missing_ok=True)
 
-    def next_turn(self, session_id: str) -> int:
-        """Record one more turn of the session; the new turn's number (1-based)."""
+    def _saved(self, session_id: str) -> dict[str, Any]:
         path = self._path(session_id)
-        turns = json.loads(path.read_text())["turns"] if path.is_file() else 0
+        return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+    def heard(self, session_id: str | None, prompt: str) -> str:
+        """What the model has in front of it this turn: the session's earlier prompts (none
+        for a new or unknown session), then ``prompt``."""
+        earlier = self._saved(session_id).get("prompts", []) if session_id else []
+        return "\n\n".join([*earlier, prompt])
+
+    def next_turn(self, session_id: str, prompt: str = "") -> int:
+        """Record one more turn of the session, told ``prompt``; the new turn's number
+        (1-based)."""
+        saved = self._saved(session_id)
+        turns = int(saved.get("turns", 0)) + 1
         self._root.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"turns": turns + 1}))
-        return turns + 1
+        prompts = [*saved.get("prompts", []), prompt]
+        self._path(session_id).write_text(json.dumps({"turns": turns, "prompts": prompts}))
+        return turns
 
 
 def home(variable: str, fallback: str) -> Path:
@@ -208,29 +256,51 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         "status": "completed", "summary": "", "changed_files": [], "tests_run": [],
         "artifacts": [], "findings": [], "blockers": [],
     }
+    if not _answered_early(scenario, turn, prompt, workspace, result):
+        _work(scenario, turn, prompt, workspace, result)
+    return result
+
+
+def _answered_early(
+    scenario: Scenario, turn: int, prompt: str, workspace: Path, result: dict[str, Any]
+) -> bool:
+    """Fill ``result`` for the scenarios that answer without the usual edit (see
+    ``answer``); False for the ones that do the work."""
     goal = int(scenario.number(1)) if scenario.name == "goal" else 1
     if scenario.name == "long-summary":
         size = int(scenario.number(1 << 20))
         result.update(status="incomplete", summary=("a-" * (size // 2 + 1))[:size])
-        return result
+        return True
     if scenario.name == "long-answer":  # completed, but more than the journal keeps
         size = int(scenario.number(2 << 20))
         first_line = (prompt.strip().splitlines() or [""])[0][:120]
         (workspace / OUTPUT_FILE).write_text(f"turn {turn}: {first_line}\n", encoding="utf-8")
         result.update(summary="done: " + "x" * size, changed_files=[OUTPUT_FILE],
                       findings=[f"finding {i}: " + "y" * 1000 for i in range(200)])
-        return result
+        return True
     if scenario.name == "incomplete" or turn < goal:
         result.update(status="incomplete", summary=f"turn {turn}: TODO: remaining work")
-        return result
+        return True
     if scenario.name == "blocked":
         result.update(status="blocked", summary="cannot proceed",
                       blockers=["simulated blocker: the task needs a human decision"])
-        return result
+        return True
     if scenario.name == "nochange":
         result.update(summary=f"nothing needed changing (turn {turn})")
-        return result
+        return True
+    return False
+
+
+def _work(
+    scenario: Scenario, turn: int, prompt: str, workspace: Path, result: dict[str, Any]
+) -> None:
+    """A completing turn: edit the workspace (HEAD moved first, or the edit committed by
+    the worker itself, when the scenario says), with the summary, artifacts or text the
+    scenario answers with."""
     first_line = (prompt.strip().splitlines() or [""])[0][:120]
+    if scenario.name == "feedback":
+        for name in sorted(set(_FIX.findall(prompt))):
+            (workspace / name).write_text(f"fixed in turn {turn}\n", encoding="utf-8")
     if scenario.name == "checkout":
         move_head(workspace, scenario.arg.split(":")[0])
     with (workspace / OUTPUT_FILE).open("a", encoding="utf-8") as out:
@@ -248,7 +318,24 @@ def answer(scenario: Scenario, turn: int, prompt: str, workspace: Path) -> dict[
         result.update(summary="done \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m\r fake line")
     if scenario.name == "nul":  # models do emit \u0000; PostgreSQL text cannot hold it
         result.update(summary="done\x00 with a NUL", findings=["a NUL\x00 in a finding"])
-    return result
+
+
+def reviews(schema: str) -> bool:
+    """Whether the answer the CLI is asked for is a reviewer's: its schema has a verdict
+    (the runner hands a reviewer ``review-result.wire.json``)."""
+    return '"verdict"' in schema
+
+
+def review(scenario: Scenario, workspace: Path) -> dict[str, Any]:
+    """A reviewer's verdict; it changes nothing. ``feedback`` asks for changes until the
+    worktree holds ``REVIEWED_FILE`` (its finding says ``SIM-FIX:`` it, so a worker in
+    ``feedback`` makes it once told); every other scenario approves."""
+    if scenario.name == "feedback" and not (workspace / REVIEWED_FILE).exists():
+        return {"verdict": "request_changes", "summary": "the change lacks its review note",
+                "findings": [{"file": REVIEWED_FILE, "line": 0, "severity": "major",
+                              "text": f"missing: add it (SIM-FIX: {REVIEWED_FILE})"}]}
+    return {"verdict": "approve", "summary": "the change does what the task asks",
+            "findings": []}
 
 
 def move_head(workspace: Path, mode: str) -> None:

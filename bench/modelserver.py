@@ -8,6 +8,14 @@
   {base}/v1/messages?beta=true``, streamed (``message_start``, ``content_block_*``,
   ``message_delta`` with usage, ``message_stop``) or, when a request does not ask
   for a stream (claude's retry after a broken stream), one JSON message.
+- OpenAI Chat Completions (opencode with a custom ``@ai-sdk/openai-compatible``
+  provider): ``POST {base}/chat/completions``, streamed as ``chat.completion.chunk``
+  deltas (text, or one ``tool_calls`` entry for its ``bash`` tool), the usage in a
+  last chunk without choices, then ``data: [DONE]``.
+- Gemini (the Gemini CLI with ``GOOGLE_GEMINI_BASE_URL``): ``POST
+  {base}/v1beta/models/<model>:streamGenerateContent?alt=sse`` (and the unstreamed
+  ``:generateContent``), each answer one ``GenerateContentResponse`` with a
+  ``functionCall`` to ``run_shell_command`` or a text part, and ``usageMetadata``.
 
 The script is a JSON file (``--script``), read again on every request so a test can
 add tasks while the server runs::
@@ -22,19 +30,22 @@ says, and a retry of the same request gets the same step. Step ``turn`` answers 
 is one reply, or ``{"attempts": [reply, ...]}``: the n-th request of that turn gets
 the n-th reply (the last one repeats). Replies:
 
-- ``{"shell": "<command>"}``: run a command (codex ``exec_command``, claude ``Bash``);
+- ``{"shell": "<command>"}``: run a command (codex ``exec_command``, claude ``Bash``,
+  opencode ``bash``, gemini ``run_shell_command``);
 - ``{"write": {"path": "<relative>", "content": "..."}}``: claude's ``Write`` tool;
 - ``{"answer": {...}}``: the final answer (claude: a ``StructuredOutput`` call; codex:
-  the JSON as the message text, which ``--output-schema`` asks for);
+  the JSON as the message text, which ``--output-schema`` asks for; opencode and
+  gemini: the JSON as the text, which the runner's prompt asks for);
 - ``{"say": "<text>"}``: a plain text answer that ends the turn;
 - ``{"error": {"status": 429, "body": {...}, "headers": {...}}}``: an HTTP error;
 - ``{"hang": true}``: never send a header (until the client goes away);
 - ``{"cut": reply}``: start streaming ``reply`` and drop the connection midway.
 
 A reply that answers may carry ``"usage"``: the token counts its response reports
-(codex: ``input``, ``cached``, ``output``, ``reasoning``; claude: ``input``,
-``cache_read``, ``cache_write``, ``output``); by default ``1000 * (turn + 1)`` input
-and 50 output. The log's ``usage`` is what a whole answer reported (None otherwise).
+(codex, opencode, gemini: ``input``, ``cached``, ``output``, ``reasoning``;
+claude: ``input``, ``cache_read``, ``cache_write``, ``output``); by default
+``1000 * (turn + 1)`` input and 50 output. The log's ``usage`` is what a whole answer
+reported (None otherwise).
 
 Every request is logged as one JSON line (``--log``): the provider, marker, turn, the
 reply given and the whole body the CLI sent. Standard library only, so it also runs
@@ -62,6 +73,8 @@ from typing import Any
 
 ANTHROPIC_PATH = "/v1/messages"
 RESPONSES_SUFFIX = "/responses"
+CHAT_SUFFIX = "/chat/completions"
+GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^:/]+):(?P<method>\w+)$")
 #: How a model would find its working directory in Claude Code's request.
 WORKING_DIRECTORY = re.compile(r"Primary working directory: (\S+)")
 
@@ -255,7 +268,81 @@ def messages_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+# -- OpenAI Chat Completions (opencode) ----------------------------------------------
+
+
+def chat_turn(body: dict[str, Any]) -> int:
+    return sum(1 for message in body.get("messages") or [] if message.get("role") == "tool")
+
+
+def chat_usage(reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    """Chat Completions' usage: ``prompt_tokens`` includes the cached ones."""
+    n = counts(reply, turn)
+    return {"prompt_tokens": n["input"], "completion_tokens": n["output"],
+            "total_tokens": n["input"] + n["output"],
+            "prompt_tokens_details": {"cached_tokens": n["cached"]},
+            "completion_tokens_details": {"reasoning_tokens": n["reasoning"]}}
+
+
+def chat_chunks(reply: dict[str, Any], turn: int, model: str) -> list[bytes]:
+    """One reply as ``chat.completion.chunk`` events: the delta, the finish, the usage."""
+    base = {"id": _id("chatcmpl"), "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+    if "shell" in reply:
+        arguments = json.dumps({"command": reply["shell"], "description": "Run a command"})
+        call = {"index": 0, "id": _id("call"), "type": "function",
+                "function": {"name": "bash", "arguments": arguments}}
+        delta: dict[str, Any] = {"role": "assistant", "tool_calls": [call]}
+        finish = "tool_calls"
+    else:
+        text = json.dumps(reply["answer"]) if "answer" in reply else str(reply.get("say", ""))
+        delta, finish = {"role": "assistant", "content": text}, "stop"
+    chunks = [
+        dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
+        dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]),
+        dict(base, choices=[], usage=chat_usage(reply, turn)),
+    ]
+    return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [b"data: [DONE]\n\n"]
+
+
+# -- Gemini generateContent ----------------------------------------------------------------
+
+
+def gemini_turn(body: dict[str, Any]) -> int:
+    """The model's function calls so far: gemini, resumed after a kill, may carry one tool
+    result twice (the first as it ran, then again as the resumed history has it)."""
+    return sum(1 for content in body.get("contents") or [] for part in content.get("parts") or []
+               if "functionCall" in part)
+
+
+def gemini_usage(reply: dict[str, Any], turn: int) -> dict[str, int]:
+    """Gemini's ``usageMetadata``: the prompt count includes the cached part; thoughts
+    are counted apart from the candidates."""
+    n = counts(reply, turn)
+    return {"promptTokenCount": n["input"], "candidatesTokenCount": n["output"],
+            "cachedContentTokenCount": n["cached"], "thoughtsTokenCount": n["reasoning"],
+            "totalTokenCount": n["input"] + n["output"] + n["reasoning"]}
+
+
+def gemini_response(reply: dict[str, Any], turn: int, model: str) -> dict[str, Any]:
+    if "shell" in reply:
+        part: dict[str, Any] = {"functionCall": {"name": "run_shell_command", "args": {
+            "command": reply["shell"], "description": "Run a command"}}}
+    else:
+        text = json.dumps(reply["answer"]) if "answer" in reply else str(reply.get("say", ""))
+        part = {"text": text}
+    return {"candidates": [{"content": {"role": "model", "parts": [part]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": gemini_usage(reply, turn), "modelVersion": model,
+            "responseId": _id("resp")}
+
+
 # -- the HTTP side -----------------------------------------------------------------------
+
+
+#: What each provider's answer reports as its usage, for the log.
+USAGE = {"codex": responses_usage, "claude": messages_usage, "opencode": chat_usage,
+         "gemini": gemini_usage}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -273,24 +360,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         path = self.path.split("?", 1)[0]
+        gemini = GEMINI_PATH.match(path)
+        if gemini and gemini["method"] == "countTokens":
+            self._json(200, {"totalTokens": 100})
+            return
         if path.endswith(RESPONSES_SUFFIX):
             provider, turn = "codex", responses_turn(body)
         elif path == ANTHROPIC_PATH:
             provider, turn = "claude", messages_turn(body)
+        elif path.endswith(CHAT_SUFFIX):
+            provider, turn = "opencode", chat_turn(body)
+        elif gemini:
+            provider, turn = "gemini", gemini_turn(body)
+            body.setdefault("model", gemini["model"])
+            body["stream"] = gemini["method"] == "streamGenerateContent"
         else:
             self._json(404, {"error": f"no such endpoint {self.path}"})
             return
         marker, attempt, reply = self.server.script.reply(provider, raw, turn)
         answers = not ({"error", "hang", "cut"} & set(reply))
-        usage = None if not answers else (
-            responses_usage(reply, turn) if provider == "codex" else messages_usage(reply, turn))
+        usage = USAGE[provider](reply, turn) if answers else None
         self.server.log.write({
             "at": time.time(), "provider": provider, "path": self.path, "marker": marker,
             "turn": turn, "attempt": attempt, "reply": reply, "body": body, "usage": usage,
             "session": self.headers.get("session-id")
-            or self.headers.get("x-claude-code-session-id"),
+            or self.headers.get("x-claude-code-session-id") or self.headers.get("x-session-id"),
             "headers": {k.lower(): v for k, v in self.headers.items()
-                        if k.lower() in ("user-agent", "authorization", "x-api-key")},
+                        if k.lower() in ("user-agent", "authorization", "x-api-key",
+                                         "x-goog-api-key")},
         })
         self._answer(provider, body, reply, turn)
 
@@ -307,8 +404,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         cut = "cut" in reply
         inner = reply["cut"] if cut else reply
+        model = str(body.get("model") or provider)
         if provider == "codex":
             chunks = sse(responses_events(inner, turn))
+        elif provider == "opencode":
+            chunks = chat_chunks(inner, turn, model)
+        elif provider == "gemini" and not body["stream"]:
+            self._json(200, gemini_response(inner, turn, model))
+            return
+        elif provider == "gemini":
+            chunks = [f"data: {json.dumps(gemini_response(inner, turn, model))}\n\n".encode()]
         else:
             content, stop = messages_content(inner, body)
             message = messages_message(body, content, stop, turn, inner)
