@@ -33,15 +33,19 @@ _WRITER = (
 #: The child that makes each missing path of its arguments, as the worker: a name with a
 #: suffix (``settings.json``, ``config.toml``, ``CLAUDE.md``) an empty file (``{}`` for
 #: JSON, which the CLIs parse), any other name an empty folder (``hooks``, ``rules``).
+#: Several attempts start at once as one worker: a path another settle made between the
+#: check and the make is settled too (``set -C``: a file is created, never truncated under
+#: a CLI already reading it), and only a path still missing is an error.
 _SETTLER = """umask 077
+set -C
 for p in "$@"; do
   [ -e "$p" ] || [ -L "$p" ] && continue
   mkdir -p -- "$(dirname -- "$p")" || exit 1
   case "$(basename -- "$p")" in
-    *.json) printf '{}\\n' > "$p" && chmod 0644 "$p" ;;
-    *.*) : > "$p" && chmod 0644 "$p" ;;
-    *) mkdir -- "$p" ;;
-  esac || exit 1
+    *.json) said=$( { printf '{}\\n' > "$p" && chmod 0644 "$p"; } 2>&1 ) ;;
+    *.*) said=$( { : > "$p" && chmod 0644 "$p"; } 2>&1 ) ;;
+    *) said=$(mkdir -- "$p" 2>&1) ;;
+  esac || [ -e "$p" ] || [ -L "$p" ] || { echo "$said" >&2; exit 1; }
 done"""
 
 
