@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -48,6 +49,27 @@ def board_folder(folder: Path) -> None:
     with files.directory(folder) as fd:
         os.fchown(fd, 0, 0)
         os.fchmod(fd, BOARD_FOLDER_MODE)
+
+
+def outbox_of(worktree: Path) -> Path:
+    """The task's outbox, beside its worktree (never inside, where git would see it)."""
+    return worktree.parent / f".{worktree.name}.out"
+
+
+def discard_outbox(worktree: Path) -> None:
+    """The outbox goes with its worktree: each attempt's result file is removed as the
+    attempt ends, but the folder stayed, one per task for ever. Removed by descriptors
+    (``shutil.rmtree`` never follows a link in the tree); a link or file at its name is
+    unlinked itself. Whatever cannot be removed is logged and left: the worktree is gone
+    either way, and the next run of the task makes a fresh outbox (``outbox``)."""
+    path = outbox_of(worktree)
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as error:
+        log.warning("the outbox %s of a removed worktree was left: %s", path, error)
 
 
 def outbox(path: Path, user: str) -> None:

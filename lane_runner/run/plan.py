@@ -28,7 +28,7 @@ from lane_runner.names import AUTO_ASSIGNEE, PROVIDERS
 from lane_runner.providers import Provider, ProviderRequest, adapter, sandbox
 from lane_runner.router import Route, Router, health
 from lane_runner.run import context as contexts
-from lane_runner.run import pin
+from lane_runner.run import ownership, pin
 from lane_runner.run.slices import Supervisor
 from lane_runner.service import breaker
 
@@ -82,7 +82,7 @@ def result_file(cfg: Config, home: Home, task: Task, run: int | str, n: int | st
     """
     name = journal_names.provider_result(task.id, run, n)
     if cfg.worker_users:  # a pool: an outbox of the task's own (run/ownership.py)
-        return home.worktree(task.board, task.id).parent / f".{task.id}.out" / name
+        return ownership.outbox_of(home.worktree(task.board, task.id)) / name
     if cfg.worker_user:
         return home.worktree(task.board, task.id).parent / f".{name}"
     return home.lane_dir(task.board) / name

@@ -497,10 +497,11 @@ def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> 
     kept: told by ``snapshot.changes``, since git's own check (a ``git status`` it runs
     inside ``worktree remove``) would run the repository's clean filters, so git is always
     given ``--force``. A locked linked worktree is refused either way; a clone goes with
-    its git directory (``taskgit.remove``). The run marker beside it goes with it.
+    its git directory (``taskgit.remove``). What the runner keeps beside it (the run
+    marker, the result file's outbox under a pool) goes with it.
     """
     if not worktree.is_dir():
-        takeover.marker(worktree).unlink(missing_ok=True)
+        _forget(worktree)
         return None
     if not force:
         try:
@@ -514,13 +515,18 @@ def remove(worktree: Path, owner: str | None = None, *, force: bool = False) -> 
             taskgit.remove(worktree)
         except OSError as error:
             return f"cannot remove {worktree}: {error}"
-        takeover.marker(worktree).unlink(missing_ok=True)
+        _forget(worktree)
         return None
     said = _git("worktree", "remove", "--force", str(worktree), cwd=worktree, owner=owner)
     if said.returncode != 0:
         return said.stderr.strip() or said.stdout.strip() or f"exit status {said.returncode}"
-    takeover.marker(worktree).unlink(missing_ok=True)
+    _forget(worktree)
     return None
+
+
+def _forget(worktree: Path) -> None:
+    takeover.marker(worktree).unlink(missing_ok=True)
+    ownership.discard_outbox(worktree)
 
 
 def handoff(

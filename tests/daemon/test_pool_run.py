@@ -19,7 +19,7 @@ import pytest
 
 from lane_runner import config
 from lane_runner.board.model import NewTask
-from lane_runner.run import keeping
+from lane_runner.run import keeping, ownership, workspace
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service import workerpool
 from lane_runner.service.services import build
@@ -139,6 +139,10 @@ def test_a_run_under_the_pool_is_out_of_its_neighbours_reach(
             owner = workerpool.owner_of(worktree, built.cfg)
             assert owner == victim.pw_name
             assert keeping.would_lose(worktree, owner) is None
+            outbox = ownership.outbox_of(worktree)
+            assert outbox.is_dir() and not any(outbox.iterdir())  # each answer taken
+            assert workspace.remove(worktree, owner) is None
+            assert not outbox.exists()  # caught: an outbox per task left for ever
         finally:
             built.close()
     finally:

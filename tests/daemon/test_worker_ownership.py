@@ -69,6 +69,32 @@ def test_a_neighbours_outbox_planted_first_is_moved_aside_unread(shared_dir: Pat
     assert not link.is_symlink() and owner(link) == victim and owner(Path("/etc")) == "root"
 
 
+def test_the_outbox_goes_with_its_worktree_and_no_link_in_it_is_followed(
+    shared_dir: Path,
+) -> None:
+    # caught: the outbox left behind once the worktree is removed (one per task, for
+    # ever), or its removal following a link the task's code planted in it
+    victim = POOL[0]
+    folder = shared_dir / "b"
+    ownership.board_folder(folder)
+    kept = shared_dir / "kept"
+    kept.mkdir()
+    (kept / "roots-file").write_text("root's\n")
+    worktree = folder / "t1"
+    box = ownership.outbox_of(worktree)
+    ownership.outbox(box, victim)
+    planted = as_user(victim, f"echo late > {box}/answer.json && ln -s {kept} {box}/dir "
+                              f"&& ln -s {kept}/roots-file {box}/file")
+    assert planted.returncode == 0, planted.stderr
+    assert workspace.remove(worktree, victim) is None  # the worktree already gone
+    assert not os.path.lexists(box)
+    assert (kept / "roots-file").read_text() == "root's\n"
+    link = ownership.outbox_of(folder / "t2")
+    link.symlink_to(kept)
+    assert workspace.remove(folder / "t2", victim) is None
+    assert not os.path.lexists(link) and (kept / "roots-file").exists()
+
+
 def test_a_hand_over_never_follows_a_link_out_of_the_tree(shared_dir: Path) -> None:
     # caught: chown following links (the planted link's target, root's, given away)
     first, second = (pwd.getpwnam(user) for user in POOL[:2])
