@@ -18,7 +18,7 @@ from lane_runner.board.base import BoardUnavailable, WorkspaceUnusable
 from lane_runner.board.model import BlockKind, Claim, Task
 from lane_runner.config import Config
 from lane_runner.router import RoutingError
-from lane_runner.run import command, plan, verifying, workflow, workspace
+from lane_runner.run import command, hostedfollow, plan, verifying, workflow, workspace
 from lane_runner.run.accepted import Accepted
 from lane_runner.run.attempt import Attempts
 from lane_runner.run.claimed import Claimed, RunEnd, RunReport
@@ -87,6 +87,10 @@ class RunExecutor:
 
     def _execute(self) -> RunReport:
         c, r = self.c, self.r
+        if not hostedfollow.before_run(c.s, c.board, c.task):
+            # this run's lane state would hold them no more: the run waits for them
+            why = "the task's earlier result still owes its follow-ups (its push, after_done)"
+            return r.endings.requeue_soon(why, why)
         prepared = self._prepared()
         if isinstance(prepared, RunReport):
             return prepared

@@ -9,6 +9,9 @@ lane state's ``delivery.run``, a run the board shows ``completed``), and the fol
 run where that run worked: the host's worktree for a ``worktree`` task, this runner's
 own worktree of the repository for a ``dir:`` one. Each step that ended is not run
 again (``run/followup.py``): the same ``LANE_DELIVERY_ID``, each comment once.
+
+Any board's next run of a task (``before_run``) starts from the task's lane state, which
+would hold an earlier result's owed follow-ups no more: they run first, on every board.
 """
 
 from __future__ import annotations
@@ -44,31 +47,34 @@ def follow_up_all(services: Services, board: Board) -> list[str]:
     return followed
 
 
-def before_review(services: Services, board: Board, task: Task) -> None:
-    """A review this runner claimed of a result whose follow-ups it still owes (its run
-    killed among them, the hold released at the restart) gets them first: the reviewer
-    would start a run of the task in its lane state, which holds them no more after."""
+def before_run(services: Services, board: Board, task: Task) -> bool:
+    """Whether ``task`` owes no follow-ups of an earlier accepted result any more: owed
+    ones run first. A run this runner claimed of the task starts from the task's lane
+    state, which holds them no more after: a review of a result whose runner was killed
+    among them (the hold released at the restart), or the implementer again when another
+    reviewer sent that result back before this runner's sweep found it in review."""
     try:
-        if _follow_up(services, board, task, reviewing=True):
-            log.info("follow-ups of %s/%s ended before its review", task.board, task.id)
-    except BoardUnavailable as error:  # the cleanup sweep runs them once the review ended
-        log.warning("follow-ups of %s/%s not run before its review: %s",
+        if _follow_up(services, board, task, claimed=True):
+            log.info("follow-ups of %s/%s ended before its next run", task.board, task.id)
+    except BoardUnavailable as error:
+        log.warning("follow-ups of %s/%s not run before its next run: %s",
                     task.board, task.id, error)
+    return owed(services, board, task, claimed=True) is None or worktree_of(services, task) is None
 
 
 def owed(
-    services: Services, board: Board, task: Task, *, reviewing: bool = False
+    services: Services, board: Board, task: Task, *, claimed: bool = False
 ) -> lanestate.LaneState | None:
     """The task's lane state when its accepted result's follow-ups are owed and may run
     now: the board completed the run that delivered it, no thread of this runner still
     carries that run, and no run works in the task's workspace (a reviewer's; unless
-    ``reviewing``: the live run is this runner's claimed review, not yet at work)."""
+    ``claimed``: the live run is this runner's claim of the task, not yet at work)."""
     state = lanestate.saved(services.home.lane_dir(board.slug), board.slug, task.id)
     accepted = state.delivery if state is not None else None
     if accepted is None or accepted.stage is Stage.FOLLOWED:
         return None
     if services.at_work(accepted.run) or (
-        not reviewing and _live(board, task.current_run_id)
+        not claimed and _live(board, task.current_run_id)
     ):
         return None
     try:
@@ -116,18 +122,18 @@ class _Running:
 _RUNNING = _Running()
 
 
-def _follow_up(services: Services, board: Board, task: Task, *, reviewing: bool = False) -> bool:
+def _follow_up(services: Services, board: Board, task: Task, *, claimed: bool = False) -> bool:
     lock = _RUNNING.of(task.board, task.id)
-    if not lock.acquire(blocking=reviewing):
+    if not lock.acquire(blocking=claimed):
         return False
     try:
-        return _follow_up_now(services, board, task, reviewing=reviewing)
+        return _follow_up_now(services, board, task, claimed=claimed)
     finally:
         lock.release()
 
 
-def _follow_up_now(services: Services, board: Board, task: Task, *, reviewing: bool) -> bool:
-    state = owed(services, board, task, reviewing=reviewing)
+def _follow_up_now(services: Services, board: Board, task: Task, *, claimed: bool) -> bool:
+    state = owed(services, board, task, claimed=claimed)
     worktree = worktree_of(services, task)
     if state is None or worktree is None:
         return False

@@ -65,8 +65,8 @@ def claim(services: Services, slug: str, rests: Rests, busy: set[str]) -> Claim 
 
 def serve(services: Services, claim: Claim, cfg: Config, tools: Tools) -> RunReport:
     """The claimed review answered by the lane's reviewer and its verdict carried out;
-    the implementer's follow-ups this runner still owes run first (``run/hostedfollow.py``)."""
-    hostedfollow.before_review(services, services.store.board(claim.task.board), claim.task)
+    the implementer's follow-ups this runner still owes run first (``run/hostedfollow.py``):
+    while they cannot, the review gives no verdict and the task waits in review."""
     reviewer = LaneReviewer(services, claim, cfg, tools)
     board = reviewer.c.board
     assert isinstance(board, ReviewColumn)  # ``serves`` let only such boards' claims in
@@ -128,6 +128,9 @@ class LaneReviewer:
 
     def _review(self) -> ReviewVerdict:
         c = self.c
+        if not hostedfollow.before_run(c.s, c.board, c.task):
+            raise ReviewFailed("the implementer's result still owes its follow-ups (its push, "
+                               "after_done): reviewed once they ended")
         self.workplace.prepare()
         implemented = self._implementer()
         unusable = review.unusable(c.s.home, c.tools.binaries, time.time())

@@ -113,3 +113,38 @@ def test_a_result_reviewed_after_the_kill_had_its_follow_ups_first_and_once(
     said = [c.body for c in board.comments(task_id)
             if c.body.rstrip().endswith(f"Lane-Delivery: {key} after_done")]
     assert len(said) == 1
+
+
+def test_a_result_sent_back_by_another_reviewer_after_the_kill_had_its_follow_ups_first(
+    hermes_lane: HermesLane, board: HermesBoard, tmp_path: Path
+) -> None:
+    """The hold is released at the restart, so another runner's reviewer may send the
+    result back before this runner's sweep finds it in review; the task is ready again
+    (never swept: it is not in review or done) and this runner's implementer claims it.
+    The first result's after_done runs again (its key) before the next run, whose own
+    after_done follows: the next run's lane state would hold them no more."""
+    hooked, held, release = tmp_path / "after_done.log", tmp_path / "held", tmp_path / "go"
+    hermes_lane.write_config(review="off", hooks={"*": {
+        "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)}})
+    task_id = hermes_lane.hermes.create(
+        "t", "--assignee", "cli-codex-low", "--skill", "review", "--body", "do it",
+        "--workspace", f"worktree:{repository(tmp_path / 'repo')}",
+    )
+    daemon = hermes_lane.start()
+    hermes_lane.wait(held.exists, 120, "after_done to begin")
+    daemon.send_signal(signal.SIGKILL)
+    assert daemon.wait(timeout=30) == -signal.SIGKILL
+    release.touch()
+    assert hermes_lane.cli("recover").returncode == 0
+    review = board.claim_review("another-runner", 60)
+    assert review is not None and review.task.id == task_id
+    board.end_review(review.run.id, False, "not yet", ["the change needs a test"])
+    assert hermes_lane.hermes.statuses([task_id]) == {task_id: "ready"}
+
+    assert hermes_lane.start("--until-idle").wait(timeout=300) == 0
+    assert hermes_lane.hermes.statuses([task_id]) == {task_id: "review"}
+    first, again, then = hooked.read_text().splitlines()  # caught: the first key once
+    assert first == again  # the first result's, before the next run began
+    assert then.split(" ", 1)[0] != first.split(" ", 1)[0]  # the next run's own
+    assert swept(hermes_lane) == []
+    assert len(hooked.read_text().splitlines()) == 3
