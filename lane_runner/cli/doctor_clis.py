@@ -176,27 +176,32 @@ def cli_checks(cfg: Config, home: Home) -> list[Check]:
         else:
             checks.extend(_probe(provider, executable, cfg, runs))
     if not cfg.simulate:
-        checks += login_verdicts(_logins(cfg, binaries))
+        pooled = bool(cfg.worker_users)
+        for each in login.everyone(cfg):
+            checks += login_verdicts(_logins(cfg, binaries, each), each.user if pooled else None)
     return checks
 
 
-def _logins(cfg: Config, binaries: dict[str, Path | None]) -> dict[str, Login]:
+def _logins(cfg: Config, binaries: dict[str, Path | None], runs: RunsAs) -> dict[str, Login]:
     return {
-        provider: login.check(adapter(provider), executable, cfg)
+        provider: login.check(adapter(provider), executable, cfg, runs)
         for provider, executable in binaries.items()
         if executable is not None
     }
 
 
-def login_verdicts(logins: dict[str, Login]) -> list[Check]:
-    """Each installed CLI's login (pure): a CLI not logged in fails when no other is (no
-    lane could run), and warns when another is (its lanes fall back to that one)."""
+def login_verdicts(logins: dict[str, Login], pool_user: str | None = None) -> list[Check]:
+    """Each installed CLI's login (pure) as one user: a CLI not logged in fails when no
+    other is (no lane could run as that user), and warns when another is (its lanes fall
+    back to that one). ``pool_user``: which pool user, named in each check."""
     anyone = any(found.logged_in for found in logins.values())
+    named = f" as {pool_user}" if pool_user else ""
     return [
-        Check(f"{provider} login", Level.PASS, found.detail)
+        Check(f"{provider} login{named}", Level.PASS, found.detail)
         if found.logged_in
         else Check(
-            f"{provider} login", Level.WARN if anyone else Level.FAIL, found.detail, found.fix
+            f"{provider} login{named}", Level.WARN if anyone else Level.FAIL, found.detail,
+            found.fix,
         )
         for provider, found in logins.items()
     ]

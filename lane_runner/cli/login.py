@@ -3,9 +3,9 @@
 A CLI that is not logged in fails every attempt (claude says "Not logged in"; codex,
 offline or without credentials, reconnects until it gives up): ``doctor`` says so
 before the daemon finds out task by task. The check runs as the runner would run
-the CLI: as ``worker_user`` when root, with that user's ``HOME`` and the worker
-environment (``providers/environment.py``), so a login made as another user (root's
-``~/.codex``) does not count.
+the CLI: as ``worker_user`` when root (as each user of a pool, ``worker_users``), with
+that user's ``HOME`` and the worker environment (``providers/environment.py``), so a
+login made as another user (root's ``~/.codex``) does not count.
 
 How each CLI says it is logged in is its adapter's ``login`` (``providers/``).
 """
@@ -20,20 +20,35 @@ from pathlib import Path
 from lane_runner.config import Config
 from lane_runner.providers import Login, Provider, RunsAs, user_ids
 from lane_runner.providers.environment import worker_environment
+from lane_runner.service.workerpool import probe_user
 
 TIMEOUT = 15.0
 
 
 def runs_as(cfg: Config) -> RunsAs:
-    """Whom the CLIs run as under ``cfg``: the worker user when root, else the runner."""
-    if cfg.worker_user and os.geteuid() == 0:
-        return RunsAs(cfg.worker_user, Path(pwd.getpwnam(cfg.worker_user).pw_dir))
+    """Whom ``doctor``'s probes run the CLIs as under ``cfg``: when root, the worker user
+    (a pool's first without one, ``workerpool.probe_user``), else the runner."""
+    user = probe_user(cfg)
+    if user and os.geteuid() == 0:
+        return _as(user)
     return RunsAs(None, Path.home())
 
 
-def check(cli: Provider, executable: Path, cfg: Config) -> Login:
-    """Whether ``cli`` is logged in as the user and with the environment it will run with."""
-    runs = runs_as(cfg)
+def everyone(cfg: Config) -> tuple[RunsAs, ...]:
+    """Every user a run's CLI may run as: under a pool each pool user, whose own home
+    holds its own logins (a run leased a user its CLIs are not logged in as fails),
+    else the one ``runs_as`` names."""
+    if cfg.worker_users and os.geteuid() == 0:
+        return tuple(_as(user) for user in cfg.worker_users)
+    return (runs_as(cfg),)
+
+
+def _as(user: str) -> RunsAs:
+    return RunsAs(user, Path(pwd.getpwnam(user).pw_dir))
+
+
+def check(cli: Provider, executable: Path, cfg: Config, runs: RunsAs) -> Login:
+    """Whether ``cli`` is logged in as ``runs`` with the environment it will run with."""
     env = worker_environment(cli.name, runs.home, passes=cfg.worker_env)
     return cli.login(executable, runs, env, lambda argv: _run(argv, runs, env))
 

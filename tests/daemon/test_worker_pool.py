@@ -160,6 +160,38 @@ def test_doctor_names_the_pool_and_fails_on_a_user_it_cannot_use(tmp_path: Path)
 
 
 @as_pool
+def test_doctor_checks_each_pool_users_logins_as_that_user(
+    tmp_path: Path, shared_dir: Path
+) -> None:
+    """Each pool user's CLI home holds its own logins, and a run may lease any of them:
+    doctor asks each CLI as each user. Catches: the login asked as root (or only as the
+    pool's first user), so a pool user its CLIs are not logged in as passed unseen."""
+    from lane_runner.cli import doctor_clis
+    from lane_runner.cli.checks import Level
+    from lane_runner.home import Home
+
+    first, second = POOL[:2]
+    codex, claude = shared_dir / "codex", shared_dir / "claude"
+    codex.write_text(f'#!/bin/sh\n[ "$1" = login ] || {{ echo "codex-cli 0.171.0"; exit 0; }}\n'
+                     f'[ "$(id -un)" = {first} ] && {{ echo "Logged in using an API key"; '
+                     f'exit 0; }}\necho "Not logged in"; exit 1\n')  # the first user's alone
+    claude.write_text('#!/bin/sh\necho "2.1.332 (Claude Code)"\n')  # no key, no credentials
+    for cli in (codex, claude):
+        cli.chmod(0o755)
+    cfg = config.load(tmp_path / "home", {
+        "LANE_RUNNER_CODEX_BIN": str(codex), "LANE_RUNNER_WORKER_USERS": ",".join(POOL),
+        "LANE_RUNNER_CLAUDE_BIN": str(claude)})
+    checks = {c.name: c for c in doctor_clis.cli_checks(cfg, Home(cfg.home))}
+    assert checks[f"claude login as {first}"].level is Level.WARN  # codex lanes run
+    assert checks[f"codex login as {first}"].level is Level.PASS
+    refused = checks[f"codex login as {second}"]
+    assert refused.level is Level.FAIL  # no CLI could run a run leased that user
+    assert f"not logged in as the worker user {second}" in refused.detail
+    assert f"sudo -u {second} -H codex login" in refused.fix
+    assert "codex login" not in checks  # never asked as root
+
+
+@as_pool
 def test_outside_a_run_git_works_as_the_pool_user_owning_the_worktree(shared_dir: Path) -> None:
     """The cleanup sweep and recovery work in a finished task's worktree as its owner.
     Catches: ``owner_of`` answering ``worker_user`` (None: root) under a pool, or a user
