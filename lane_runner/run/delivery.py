@@ -234,8 +234,10 @@ def deliver(
     made = find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
     tip = None
     if made is None:
-        gitlock.clear_stale(worktree, branch, owner)  # a killed git's, or nothing commits
-        made = tip = commit(worktree, facts.message(), author, owner, staged)  # checked HEAD
+        where = _place(worktree, owner)
+        # a killed git's locks, or nothing commits
+        gitlock.clear_stale(worktree, branch, owner, (where.git_dir, where.common))
+        made = tip = commit(worktree, facts.message(), author, owner, staged, where)
     delivered = describe(worktree, branch, base, made, owner, tip=tip)
     if delivered.head is not None:
         try:
@@ -267,7 +269,7 @@ def find(
 
 def commit(
     worktree: Path, message: str, author: Author, owner: str | None,
-    staged: snapshot.Staged | None = None,
+    staged: snapshot.Staged | None = None, where: snapshot.Place | None = None,
 ) -> str | None:
     """Commit everything the worktree holds uncommitted, or nothing (an empty commit: it
     carries the result, see ``Carried``); the new commit.
@@ -280,13 +282,16 @@ def commit(
     ``reference-transaction`` hook is off with every other, ``run/git.py``). Then
     ``made`` checks that the branch names that commit and that it holds the tree staged.
     ``staged``: the reviewer's staging of this run, whose tree is reused while the worktree
-    holds exactly what it staged (``snapshot.stage``).
+    holds exactly what it staged (``snapshot.stage``); ``where``: the worktree's place,
+    when the caller read it (its HEAD the parent: ``update-ref`` moves the branch only
+    from that commit).
     """
+    where = where or _place(worktree, owner)
     try:
-        taken, tree = snapshot.stage(worktree, owner, staged)
+        taken, tree = snapshot.stage(worktree, owner, staged, top=where.top)
     except snapshot.StagingError as error:
         raise DeliveryError(str(error)) from error
-    parent = head(taken.top, owner)
+    parent = where.head
     made = _checked(git.run(
         "commit-tree", "--no-gpg-sign", tree, *(["-p", parent] if parent else []),
         cwd=taken.top, owner=owner, env=author.environment(), stdin=cleaned(message),
@@ -295,6 +300,13 @@ def commit(
     _checked(git.run("update-ref", "-m", f"commit (lane-runner): {title}", "HEAD", made,
                      parent or "", cwd=taken.top, owner=owner), "put the result on the branch")
     return checked_commit(taken.top, made, tree, owner)
+
+
+def _place(worktree: Path, owner: str | None) -> snapshot.Place:
+    try:
+        return snapshot.place(worktree, owner)
+    except snapshot.StagingError as error:
+        raise DeliveryError(str(error)) from error
 
 
 def checked_commit(worktree: Path, made: str, tree: str, owner: str | None) -> str:

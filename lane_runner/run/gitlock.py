@@ -25,9 +25,14 @@ from lane_runner.run import git
 log = logging.getLogger(__name__)
 
 
-def clear_stale(worktree: Path, branch: str, owner: str | None = None) -> list[Path]:
-    """Remove the stale index and branch-ref locks of ``worktree``; the paths removed."""
-    found = _git_dirs(worktree, owner)
+def clear_stale(
+    worktree: Path, branch: str, owner: str | None = None,
+    dirs: tuple[Path, Path] | None = None,
+) -> list[Path]:
+    """Remove the stale index and branch-ref locks of ``worktree``; the paths removed.
+    ``dirs``: its git directory and the repository's common one, when the caller read
+    them (``snapshot.place``); else they are asked of git."""
+    found = _git_dirs(worktree, owner) if dirs is None else _checked_dirs(worktree, *dirs)
     if found is None:
         return []
     git_dir, common = found
@@ -52,8 +57,11 @@ def _git_dirs(worktree: Path, owner: str | None) -> tuple[Path, Path] | None:
     lines = said.stdout.splitlines()
     if said.returncode != 0 or len(lines) != 2:
         return None
-    git_dir = Path(os.path.realpath(lines[0]))
-    common = Path(os.path.realpath(worktree / lines[1]))
+    return _checked_dirs(worktree, Path(os.path.realpath(lines[0])),
+                         Path(os.path.realpath(worktree / lines[1])))
+
+
+def _checked_dirs(worktree: Path, git_dir: Path, common: Path) -> tuple[Path, Path] | None:
     if git_dir != common and git_dir.parent != common / "worktrees":
         log.warning("%s: its git directory %s is not the repository's (%s): its locks are "
                     "left alone", worktree, git_dir, common)

@@ -153,14 +153,15 @@ def take(
 
 
 def stage(
-    worktree: Path, owner: str | None, known: Staged | None = None
+    worktree: Path, owner: str | None, known: Staged | None = None, top: Path | None = None
 ) -> tuple[Snapshot, str]:
     """Stage the worktree as it is into its index, without filters; the snapshot staged
     and the tree git wrote, checked to hold exactly that snapshot. With ``known`` (this
     run's earlier staging) and the worktree still exactly that, its tree is the answer:
     the index update, the tree's writing and its check (three git calls) are not made
-    again."""
-    taken = take(worktree, owner, write=True, top=known.snapshot.top if known else None)
+    again. ``top``: the worktree's top folder, when the caller read it (``place``)."""
+    taken = take(worktree, owner, write=True,
+                 top=top or (known.snapshot.top if known else None))
     if known is not None and known.holds(taken):
         return taken, known.tree
     gone = sorted(taken.indexed - {entry.path for entry in taken.entries})
@@ -223,6 +224,33 @@ def difference(staged: tuple[Entry, ...], written: list[Entry]) -> str:
 
 def _said(entry: Entry | None) -> str:
     return "nothing" if entry is None else f"{entry.mode} {entry.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a worktree's git stands, read by one ``rev-parse`` before the result's
+    commit (it was three, each a supervised process tree: bench/FINDINGS.md): its top
+    folder, its git directory and the repository's common one (``run/gitlock.py``), and
+    the commit HEAD names, the new commit's parent (None before the first)."""
+
+    top: Path
+    git_dir: Path
+    common: Path
+    head: str | None
+
+
+def place(worktree: Path, owner: str | None) -> Place:
+    """The ``Place`` of ``worktree``; StagingError when git finds no worktree there. An
+    unborn HEAD fails ``--verify`` after the folders are printed: no parent then."""
+    said = git.run("rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel",
+                   "--verify", "--quiet", "HEAD", cwd=worktree, owner=owner)
+    lines = said.stdout.splitlines()
+    if len(lines) < 3:
+        _checked(said, "find the worktree's top folder")
+        raise StagingError(f"git could not find the worktree's top folder: {said.stdout!r}")
+    head = lines[3].strip() if said.returncode == 0 and len(lines) > 3 else None
+    return Place(Path(lines[2]), Path(os.path.realpath(lines[0])),
+                 Path(os.path.realpath(worktree / lines[1])), head or None)
 
 
 def toplevel(worktree: Path, owner: str | None) -> Path:

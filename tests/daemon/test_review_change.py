@@ -92,8 +92,9 @@ def test_the_commit_reuses_the_reviewers_tree_while_the_worktree_holds_it(
     made = delivery.commit(repo, "result", AUTHOR, None, staged)
     assert made is not None
     assert git("rev-parse", f"{made}^{{tree}}", cwd=repo).strip() == staged.tree
-    # listed, hashed, HEAD read, committed, the branch moved, the commit checked
-    assert calls == ["ls-files", "hash-object", "rev-parse", "commit-tree", "update-ref",
+    # its place (folders and HEAD) read, listed, hashed, committed, the branch moved, the
+    # commit checked
+    assert calls == ["rev-parse", "ls-files", "hash-object", "commit-tree", "update-ref",
                      "rev-parse"]
     assert git("status", "--porcelain", cwd=repo) == ""  # the index holds the commit's tree
 
