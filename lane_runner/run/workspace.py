@@ -103,6 +103,12 @@ def repository_of(directory: Path, owner: str | None = None) -> Path | None:
     return None
 
 
+def trust(source: Path) -> str:
+    """The commands that make every user's git trust the repository at ``source``."""
+    return " && ".join(f"git config --system --add safe.directory {path}"
+                       for path in (source, source / ".git"))
+
+
 def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:
     """Why git will not treat ``source`` as a repository, in git's words, with the fix.
 
@@ -116,8 +122,9 @@ def _not_a_repository(source: Path, owner: str | None) -> WorkspaceError:
         first = said.splitlines()[0].removeprefix("fatal: ")
         return WorkspaceError(
             f"git refuses workspace {source} when run as {user}: {first}. Give it to that "
-            f"user (chown -R {user} {source}) or let that user trust it "
-            f"(as {user}: git config --global --add safe.directory {source})"
+            f"user (chown -R {user} {source}) or, where {user} can write it, let git trust it "
+            f"and its git directory, which each task's clone reads (as root: {trust(source)}; "
+            "the runner's git reads no user's global configuration)"
         )
     if "not a git repository" in said.lower() or not said:
         return WorkspaceError(
