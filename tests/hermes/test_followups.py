@@ -46,10 +46,11 @@ def swept(hermes_lane: HermesLane) -> list[str]:
     return followed
 
 
-@pytest.mark.parametrize("kind", ["worktree", "dir"])
-def test_a_kill_9_inside_after_done_runs_it_again_once_where_the_run_worked(
-    hermes_lane: HermesLane, board: HermesBoard, tmp_path: Path, kind: str
-) -> None:
+def killed_inside_after_done(
+    hermes_lane: HermesLane, tmp_path: Path, kind: str
+) -> tuple[str, Path]:
+    """A task on a ``kind:`` workspace whose runner was killed -9 inside its after_done,
+    the hook then let go (it ends, orphaned); the task's id and the hook's log."""
     hooked, held, release = tmp_path / "after_done.log", tmp_path / "held", tmp_path / "go"
     hermes_lane.write_config(review="off", hooks={"*": {
         "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)}})
@@ -61,7 +62,15 @@ def test_a_kill_9_inside_after_done_runs_it_again_once_where_the_run_worked(
     hermes_lane.wait(held.exists, 120, "after_done to begin")
     daemon.send_signal(signal.SIGKILL)
     assert daemon.wait(timeout=30) == -signal.SIGKILL
-    release.touch()  # the orphaned hook ends
+    release.touch()
+    return task_id, hooked
+
+
+@pytest.mark.parametrize("kind", ["worktree", "dir"])
+def test_a_kill_9_inside_after_done_runs_it_again_once_where_the_run_worked(
+    hermes_lane: HermesLane, board: HermesBoard, tmp_path: Path, kind: str
+) -> None:
+    task_id, hooked = killed_inside_after_done(hermes_lane, tmp_path, kind)
     assert hermes_lane.hermes.statuses([task_id]) == {task_id: "review"}
     assert hermes_lane.cli("recover").returncode == 0
 
@@ -89,18 +98,7 @@ def test_a_result_reviewed_after_the_kill_had_its_follow_ups_first_and_once(
     """Restarted with the column served, the runner's reviewer claims the review the kill
     left: the implementer's after_done runs again (same key) before the review, the task
     ends done with the reviewer's run completing it, and a sweep runs nothing again."""
-    hooked, held, release = tmp_path / "after_done.log", tmp_path / "held", tmp_path / "go"
-    hermes_lane.write_config(review="off", hooks={"*": {
-        "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)}})
-    task_id = hermes_lane.hermes.create(
-        "t", "--assignee", "cli-codex-low", "--skill", "review", "--body", "do it",
-        "--workspace", f"worktree:{repository(tmp_path / 'repo')}",
-    )
-    daemon = hermes_lane.start()
-    hermes_lane.wait(held.exists, 120, "after_done to begin")
-    daemon.send_signal(signal.SIGKILL)
-    assert daemon.wait(timeout=30) == -signal.SIGKILL
-    release.touch()
+    task_id, hooked = killed_inside_after_done(hermes_lane, tmp_path, "worktree")
     assert hermes_lane.cli("recover").returncode == 0
     hermes_lane.write_config(review="auto")
     assert hermes_lane.start("--until-idle").wait(timeout=300) == 0
@@ -123,18 +121,7 @@ def test_a_result_sent_back_by_another_reviewer_after_the_kill_had_its_follow_up
     (never swept: it is not in review or done) and this runner's implementer claims it.
     The first result's after_done runs again (its key) before the next run, whose own
     after_done follows: the next run's lane state would hold them no more."""
-    hooked, held, release = tmp_path / "after_done.log", tmp_path / "held", tmp_path / "go"
-    hermes_lane.write_config(review="off", hooks={"*": {
-        "after_done": AFTER_DONE.format(log=hooked, held=held, release=release)}})
-    task_id = hermes_lane.hermes.create(
-        "t", "--assignee", "cli-codex-low", "--skill", "review", "--body", "do it",
-        "--workspace", f"worktree:{repository(tmp_path / 'repo')}",
-    )
-    daemon = hermes_lane.start()
-    hermes_lane.wait(held.exists, 120, "after_done to begin")
-    daemon.send_signal(signal.SIGKILL)
-    assert daemon.wait(timeout=30) == -signal.SIGKILL
-    release.touch()
+    task_id, hooked = killed_inside_after_done(hermes_lane, tmp_path, "worktree")
     assert hermes_lane.cli("recover").returncode == 0
     review = board.claim_review("another-runner", 60)
     assert review is not None and review.task.id == task_id
