@@ -156,12 +156,27 @@ def _cpu_ticks(pid: int) -> int | None:
         return None
 
 
+#: How often an empty environment is read again, and how far apart: a process in the
+#: middle of an exec shows none until the kernel has set up the new image's (a hook's
+#: leftover found just as it ran ``exec sleep 600`` was taken for a stranger and
+#: outlived its tree).
+ENVIRON_TRIES = 10
+ENVIRON_PAUSE = 0.002
+
+
 def _carries_token(pid: int, token: bytes) -> bool:
-    try:
-        environ = _read(f"/proc/{pid}/environ")
-    except OSError:
-        return False
-    return token in environ.split(b"\0")
+    """Whether ``pid``'s environment holds ``token``. An empty one is read again a few
+    times (mid-exec); one still empty was cleared (``env -i``), which only the cgroup
+    holds to its tree."""
+    for _ in range(ENVIRON_TRIES):
+        try:
+            environ = _read(f"/proc/{pid}/environ")
+        except OSError:
+            return False
+        if environ:
+            return token in environ.split(b"\0")
+        time.sleep(ENVIRON_PAUSE)
+    return False
 
 
 def _reaped(pidfd: int) -> bool:
