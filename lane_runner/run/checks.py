@@ -25,7 +25,7 @@ from lane_runner.providers.environment import plain_environment
 from lane_runner.providers.sandbox import SandboxRefused
 from lane_runner.run import command
 from lane_runner.run.command import home_of
-from lane_runner.run.hooks import Facts, contained
+from lane_runner.run.hooks import Facts, run_script
 from lane_runner.run.verification import CheckRun
 
 log = logging.getLogger(__name__)
@@ -65,12 +65,7 @@ def run_one(
     exit_code: int | None = None
     with tempfile.TemporaryFile() as output:
         try:
-            with contained(["/bin/sh", "-c", script], facts.worktree, env, owner,
-                           egress) as started:
-                result = command.run(
-                    started.argv, cwd=facts.worktree, env=started.env, timeout=timeout,
-                    owner=started.run_as, output=output,
-                )
+            result = run_script(script, facts.worktree, env, owner, egress, timeout, output)
             exit_code = result.returncode
             ended = "passed" if exit_code == 0 else f"failed with exit status {exit_code}"
         except command.Timeout as late:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -129,12 +130,7 @@ def run(
     env = plain_environment(home_of(owner), facts.environment(hook), passes=passes)
     with tempfile.TemporaryFile() as output:
         try:
-            with contained(["/bin/sh", "-c", script], facts.worktree, env, owner,
-                            egress) as started:
-                result = command.run(
-                    started.argv, cwd=facts.worktree, env=started.env, timeout=timeout,
-                    owner=started.run_as, output=output,
-                )
+            result = run_script(script, facts.worktree, env, owner, egress, timeout, output)
             ok = result.returncode == 0
             ended = "succeeded" if ok else f"failed with exit status {result.returncode}"
         except command.Timeout as late:
@@ -153,19 +149,23 @@ def run(
     return ran
 
 
-@contextlib.contextmanager
-def contained(
-    argv: list[str], worktree: Path, env: dict[str, str], owner: str | None,
-    egress: Sequence[Destination] | None,
-) -> Iterator[Started]:
-    """``argv`` in a sandbox of the task's (``egress`` given), else as it is."""
-    if egress is None:
-        yield Started(argv, env, owner)
-        return
-    request = Request(argv=argv, env=env, cwd=worktree, worktree=worktree,
-                      executable=Path(argv[0]), run_as=owner, allow=egress)
-    with sandboxed(request) as started:
-        yield started
+def run_script(
+    script: str, worktree: Path, env: dict[str, str], owner: str | None,
+    egress: Sequence[Destination] | None, timeout: float, output: IO[bytes],
+) -> subprocess.CompletedProcess[str]:
+    """``script`` by ``/bin/sh`` in the task's worktree, as ``owner``, in a sandbox of the
+    task's (``egress`` given) else as it is, its output into ``output``: a hook and an
+    acceptance check run alike. ``command.Timeout``/``Cancelled`` and ``SandboxRefused``
+    are the caller's."""
+    argv = ["/bin/sh", "-c", script]
+    with contextlib.ExitStack() as stack:
+        started = Started(argv, env, owner)
+        if egress is not None:
+            started = stack.enter_context(sandboxed(Request(
+                argv=argv, env=env, cwd=worktree, worktree=worktree,
+                executable=Path(argv[0]), run_as=owner, allow=egress)))
+        return command.run(started.argv, cwd=worktree, env=started.env, timeout=timeout,
+                           owner=started.run_as, output=output)
 
 
 def _tail(output: IO[bytes]) -> str:
