@@ -10,7 +10,6 @@ from dataclasses import asdict
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -18,8 +17,8 @@ from starlette.routing import Route
 from lane_runner.cli.commands import status_cmd
 from lane_runner.cli.tasks import comment_document, event_document, run_document, task_document
 from lane_runner.errors import NotFound, UsageError
-from lane_runner.web import boards, controls, costs, inflight
-from lane_runner.web.app import by, console_of, controller, json_response, reader
+from lane_runner.web import acting, boards, costs, inflight
+from lane_runner.web.app import console_of, controller, json_response, reader
 
 #: The largest JSON body a control reads.
 MAX_BODY_BYTES = 64 * 1024
@@ -127,41 +126,17 @@ async def _body(request: Request) -> dict[str, str]:
 
 async def task_control(request: Request) -> Response:
     controller(request, request.headers.get(CSRF_HEADER))
-    fields = await _body(request)
-    console = console_of(request)
-    slug, task_id = request.path_params["board"], request.path_params["task"]
-    name = request.path_params["control"]
-    said = await run_in_threadpool(
-        lambda: controls.act_on_task(
-            console.cfg, console.store.board(slug), task_id, name, fields, by(request))
-    )
-    return json_response({"message": said})
+    return json_response({"message": await acting.on_task(request, await _body(request))})
 
 
 async def board_control(request: Request) -> Response:
     controller(request, request.headers.get(CSRF_HEADER))
-    fields = await _body(request)
-    store, control = console_of(request).store, request.path_params["control"]
-    if control not in ("pause", "resume"):
-        raise NotFound(f"no board control {control!r}: pause or resume")
-    found = await run_in_threadpool(store.board, request.path_params["board"])
-    if control == "pause":
-        said = await run_in_threadpool(
-            controls.pause_board, found, fields.get("reason", ""), by(request)
-        )
-    else:
-        said = await run_in_threadpool(controls.resume_board, found)
-    return json_response({"message": said})
+    return json_response({"message": await acting.on_board(request, await _body(request))})
 
 
 async def runner_control(request: Request) -> Response:
     controller(request, request.headers.get(CSRF_HEADER))
-    fields = await _body(request)
-    home = console_of(request).home
-    if request.url.path.endswith("/pause"):
-        said = controls.pause_runner(home, fields.get("reason", ""), by(request))
-    else:
-        said = controls.resume_runner(home)
+    said = acting.on_runner(request, await _body(request), request.url.path.endswith("/pause"))
     return json_response({"message": said})
 
 

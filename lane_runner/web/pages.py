@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from urllib.parse import quote, urlsplit
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -19,8 +18,8 @@ from starlette.routing import Route
 from lane_runner.board.model import Status
 from lane_runner.cli.commands import logs_cmd, status_cmd
 from lane_runner.errors import NotFound
-from lane_runner.web import auth, boards, charts, controls, costs, inflight, logtail
-from lane_runner.web.app import by, console_of, controller, page, reader
+from lane_runner.web import acting, auth, boards, charts, costs, inflight, logtail
+from lane_runner.web.app import console_of, controller, page, reader
 
 #: The largest form a control or the login reads.
 MAX_FORM_BYTES = 64 * 1024
@@ -125,40 +124,21 @@ async def _fields(request: Request) -> dict[str, str]:
 async def task_control(request: Request) -> Response:
     fields = await _fields(request)
     controller(request, fields.get(auth.CSRF_FIELD))
-    console = console_of(request)
-    slug, task_id = request.path_params["board"], request.path_params["task"]
-    name = request.path_params["control"]
-    said = await run_in_threadpool(
-        lambda: controls.act_on_task(
-            console.cfg, console.store.board(slug), task_id, name, fields, by(request))
-    )
-    return _back(f"/boards/{slug}/tasks/{task_id}", said)
+    said = await acting.on_task(request, fields)
+    path = request.path_params
+    return _back(f"/boards/{path['board']}/tasks/{path['task']}", said)
 
 
 async def board_control(request: Request) -> Response:
     fields = await _fields(request)
     controller(request, fields.get(auth.CSRF_FIELD))
-    store, control = console_of(request).store, request.path_params["control"]
-    if control not in ("pause", "resume"):
-        raise NotFound(f"no board control {control!r}: pause or resume")
-    board = await run_in_threadpool(store.board, request.path_params["board"])
-    if control == "pause":
-        reason = fields.get("reason", "").strip()
-        said = await run_in_threadpool(controls.pause_board, board, reason, by(request))
-    else:
-        said = await run_in_threadpool(controls.resume_board, board)
-    return _back("/", said)
+    return _back("/", await acting.on_board(request, fields))
 
 
 async def runner_control(request: Request) -> Response:
     fields = await _fields(request)
     controller(request, fields.get(auth.CSRF_FIELD))
-    home = console_of(request).home
-    if request.url.path == "/pause":
-        said = controls.pause_runner(home, fields.get("reason", "").strip(), by(request))
-    else:
-        said = controls.resume_runner(home)
-    return _back("/health", said)
+    return _back("/health", acting.on_runner(request, fields, request.url.path == "/pause"))
 
 
 ROUTES = [
