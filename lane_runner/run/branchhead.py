@@ -96,7 +96,17 @@ def bring_back(worktree: Path, branch: str, owner: str | None = None) -> Head | 
 
 
 def where(worktree: Path, owner: str | None = None) -> Head:
-    """The branch HEAD names (None when detached) and the commit it is at (None: unborn)."""
+    """The branch HEAD names (None when detached) and the commit it is at (None: unborn).
+
+    One git call where HEAD has a commit (issue 46: a task's delivery asked twice);
+    ``--symbolic-full-name`` says "HEAD" when detached. An unborn HEAD fails it, and its
+    branch is asked for apart (a worker's ``checkout --orphan``)."""
+    said = git.run("rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD",
+                   cwd=worktree, owner=owner)
+    found = said.stdout.split()
+    if said.returncode == 0 and len(found) == 2:
+        commit, name = found
+        return Head(name.removeprefix("refs/heads/") if name != "HEAD" else None, commit)
     named = git.run("symbolic-ref", "--quiet", "HEAD", cwd=worktree, owner=owner)
     branch = named.stdout.strip().removeprefix("refs/heads/") if named.returncode == 0 else None
     return Head(branch or None, _commit(worktree, "HEAD", owner))

@@ -28,18 +28,18 @@ from pathlib import Path
 from lane_runner.run import git
 
 
-def write(worktree: Path, owner: str | None) -> subprocess.CompletedProcess[str]:
-    """Write HEAD's files into the new ``worktree`` and its index; git's result."""
-    said = git.run("rev-parse", "--show-object-format", "--path-format=absolute",
-                   "--git-path", "index", "--git-path", "objects", "HEAD",
-                   cwd=worktree, owner=owner)
-    if said.returncode != 0:
-        return said
-    object_format, index, objects, head = said.stdout.split()
+def write(
+    worktree: Path, head: str, object_format: str, owner: str | None
+) -> subprocess.CompletedProcess[str]:
+    """Write commit ``head``'s files into the new clone ``worktree`` (its HEAD) and its
+    index; git's result. The clone was just made by the runner, so its index and objects
+    are where ``git clone`` puts them (``.git/index``, ``.git/objects``): no git call asks."""
+    git_dir = worktree.absolute() / ".git"
     shadow = _shadow(object_format)
     try:
         env = {"GIT_DIR": str(shadow), "GIT_WORK_TREE": str(worktree.absolute()),
-               "GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects}
+               "GIT_INDEX_FILE": str(git_dir / "index"),
+               "GIT_OBJECT_DIRECTORY": str(git_dir / "objects")}
         written = git.run("-c", f"safe.directory={shadow}", "read-tree", "-m", "-u", head,
                           cwd=worktree, owner=owner, env=env)
     finally:

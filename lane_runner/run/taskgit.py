@@ -87,29 +87,41 @@ def is_clone(worktree: Path) -> bool:
             and os.path.lexists(dot_git / ALTERNATES))
 
 
-def clone(top: Path, common: Path, worktree: Path, branch: str, start: str,
+@dataclass(frozen=True)
+class Start:
+    """Where a new clone starts: the task's branch, at ``commit``, in a repository whose
+    objects are named in ``object_format`` (``sha1``, ``sha256``)."""
+
+    branch: str
+    commit: str
+    object_format: str
+
+
+def clone(top: Path, common: Path, worktree: Path, start: Start,
           owner: str | None) -> subprocess.CompletedProcess[str]:
-    """Clone the repository at ``top`` into ``worktree`` on ``branch`` at commit ``start``,
-    its files written, registered in ``common``; git's result (a failure leaves nothing at
-    ``worktree``). The repository gets ``branch`` at ``start`` too when it has no such
-    branch yet, as a linked worktree's add made it: the task's branch is listed there from
-    the start, and its name is taken (``workspace._branch_for``)."""
+    """Clone the repository at ``top`` into ``worktree`` on ``start``'s branch at its
+    commit, its files written, registered in ``common``; git's result (a failure leaves
+    nothing at ``worktree``). The repository gets the branch at that commit too when it has
+    no such branch yet, as a linked worktree's add made it: the task's branch is listed
+    there from the start, and its name is taken (``workspace._branch_for``)."""
+    branch = start.branch
     staging = worktree.parent / f".{worktree.name}.cloning"
     discard(staging)
-    made = git.run("update-ref", f"refs/heads/{branch}", start, "", cwd=top, owner=owner)
+    made = git.run("update-ref", f"refs/heads/{branch}", start.commit, "", cwd=top,
+                   owner=owner)
     if made.returncode != 0 and not _has(top, branch, owner):
         return made
     made = git.run(*CLONE, "--", str(top), str(staging), cwd=worktree.parent, owner=owner)
     steps = (
         ("symbolic-ref", "HEAD", f"refs/heads/{branch}"),
-        ("update-ref", f"refs/heads/{branch}", start),
+        ("update-ref", f"refs/heads/{branch}", start.commit),
     )
     for step in steps:
         if made.returncode != 0:
             break
         made = git.run(*step, cwd=staging, owner=owner)
     if made.returncode == 0:
-        made = checkout.write(staging, owner)
+        made = checkout.write(staging, start.commit, start.object_format, owner)
     if made.returncode != 0:
         discard(staging)
         return made
@@ -140,17 +152,42 @@ def discard(directory: Path) -> None:
                     directory, aside)
 
 
-def _entry_path(common: Path, worktree: Path) -> Path:
-    name = hashlib.sha256(str(worktree.absolute()).encode()).hexdigest()[:32]
-    return common / REGISTRY / name
+def _key(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _entry_name(worktree: Path, branch: str) -> str:
+    """``<worktree key>-<branch key>``: the names say whose and which branch each entry
+    is, so finding a clone or a branch's holder reads only the entries it names (issue
+    46: every entry was read, twice per task, and they grow with the clones a
+    repository keeps). An entry an older runner wrote is ``<worktree key>`` alone."""
+    return f"{_key(str(worktree.absolute()), 32)}-{_key(branch, 16)}"
+
+
+def _names(registry: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(registry))
+    except OSError:
+        return []
+
+
+def _of_worktree(names: list[str], worktree: Path) -> list[str]:
+    key = _key(str(worktree.absolute()), 32)
+    return [name for name in names if name == key or name.startswith(f"{key}-")]
 
 
 def register(common: Path, worktree: Path, branch: str, owner: str | None) -> None:
-    """Record in the repository that ``worktree`` is a clone of it working on ``branch``."""
+    """Record in the repository that ``worktree`` is a clone of it working on ``branch``
+    (what it recorded of another branch before is forgotten)."""
     registry = common / REGISTRY
     files.ensure_directory(registry, 0o755)
-    entry = _entry_path(common, worktree)
+    name = _entry_name(worktree, branch)
+    entry = registry / name
     files.write(entry, f"{branch}\n{worktree.absolute()}\n".encode(), mode=0o644)
+    for stale in _of_worktree(_names(registry), worktree):
+        if stale != name:
+            with contextlib.suppress(FileNotFoundError):
+                (registry / stale).unlink()
     if owner is not None:  # the repository is the worker's: so is what the runner adds to it
         user = pwd.getpwnam(owner)
         for path in (registry, entry):
@@ -159,34 +196,39 @@ def register(common: Path, worktree: Path, branch: str, owner: str | None) -> No
 
 def unregister(common: Path, worktree: Path) -> None:
     """Forget ``worktree`` in the repository's registry."""
-    with contextlib.suppress(FileNotFoundError):
-        _entry_path(common, worktree).unlink()
-
-
-def entries(common: Path) -> list[Entry]:
-    """The clones the repository's registry names (an entry it cannot read is skipped:
-    the worker can write them, ``files.read_workers``)."""
     registry = common / REGISTRY
-    found: list[Entry] = []
+    for name in _of_worktree(_names(registry), worktree):
+        with contextlib.suppress(FileNotFoundError):
+            (registry / name).unlink()
+
+
+def entries(common: Path, branch: str | None = None) -> list[Entry]:
+    """The clones the repository's registry names; with ``branch``, only those that may be
+    on it (an older runner's entries, whose names do not say, are read too). An entry it
+    cannot read is skipped: the worker can write them (``files.read_workers``)."""
+    registry = common / REGISTRY
+    names = _names(registry)
+    if branch is not None:
+        suffix = f"-{_key(branch, 16)}"
+        names = [name for name in names if name.endswith(suffix) or "-" not in name]
+    return [found for name in names if (found := _read_entry(registry / name)) is not None]
+
+
+def _read_entry(path: Path) -> Entry | None:
     try:
-        names = sorted(os.listdir(registry))
+        text = files.read_workers(path, MAX_ENTRY_BYTES)[:MAX_ENTRY_BYTES]
     except OSError:
-        return found
-    for name in names:
-        try:
-            text = files.read_workers(registry / name, MAX_ENTRY_BYTES)[:MAX_ENTRY_BYTES]
-        except OSError:
-            continue
-        lines = text.decode(errors="replace").splitlines()
-        if len(lines) >= 2 and lines[0] and os.path.isabs(lines[1]):
-            found.append(Entry(Path(lines[1]), lines[0]))
-    return found
+        return None
+    lines = text.decode(errors="replace").splitlines()
+    if len(lines) >= 2 and lines[0] and os.path.isabs(lines[1]):
+        return Entry(Path(lines[1]), lines[0])
+    return None
 
 
 def holder(common: Path, branch: str, worktree: Path) -> Path | None:
     """Another clone of the repository working on ``branch`` (a dead runner's, another
     home's); an entry whose clone is gone is forgotten on the way."""
-    for entry in entries(common):
+    for entry in entries(common, branch):
         if entry.branch != branch or entry.worktree == worktree.absolute():
             continue
         if is_clone(entry.worktree) and repository_of(entry.worktree) == common:
@@ -211,8 +253,12 @@ def repository_of(worktree: Path) -> Path | None:
     if not lines or not os.path.isabs(lines[0]):
         return None
     common = Path(os.path.normpath(lines[0])).parent
-    named = [e for e in entries(common) if e.worktree == worktree.absolute()]
-    return common if named else None
+    registry = common / REGISTRY
+    for name in _of_worktree(_names(registry), worktree):
+        entry = _read_entry(registry / name)
+        if entry is not None and entry.worktree == worktree.absolute():
+            return common
+    return None
 
 
 def branches_of(worktree: Path) -> Path:

@@ -166,6 +166,24 @@ class Located:
     folder: str
 
 
+@dataclass(frozen=True)
+class Repository:
+    """What one ``rev-parse`` says of a task's repository before its clone is made
+    (issue 46: each fact had a git call of its own): its top, where the workspace is in
+    it, its object format (the clone's checkout needs it) and the ref its own worktree has
+    checked out ("HEAD" when detached or unborn), which may hold the task's branch."""
+
+    top: Path
+    located: Located
+    object_format: str
+    checked_out: str
+
+    def has_linked_worktrees(self) -> bool:
+        """Whether git keeps linked worktrees of it (``git worktree add``'s, an older
+        runner's or Hermes's): only then can one hold the branch or need pruning."""
+        return (self.located.common / "worktrees").is_dir()
+
+
 class WorkspaceBusy(WorkspaceError):
     """The task's branch is held by the worktree of a run that is still current.
 
@@ -226,12 +244,12 @@ def prepare(
         entry = pwd.getpwnam(owner)
         os.chown(worktree.parent, entry.pw_uid, entry.pw_gid)
     where = _where(source, owner)
-    with _repository_lock(where[1].common if where else source.resolve()):
+    with _repository_lock(where.located.common if where else source.resolve()):
         prepared = _create(source, where, worktree, branch, owner, run, is_current)
     if pooled:
         ownership.private(prepared.path)
     takeover.mark(worktree, run)
-    return _within(prepared, where[1] if where else None, repository)
+    return _within(prepared, where.located if where else None, repository)
 
 
 def _locate(source: Path, owner: str | None) -> Located | None:
@@ -244,16 +262,21 @@ def _locate(source: Path, owner: str | None) -> Located | None:
     return Located((source / lines[0]).resolve(), folder)
 
 
-def _where(source: Path, owner: str | None) -> tuple[Path, Located] | None:
-    """The top of ``source``'s repository and where ``source`` is in it, from one git call
-    (three were made per task: issue 46); None where git sees no worktree there."""
-    said = _git("rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix",
-                cwd=source, owner=owner)
+def _where(source: Path, owner: str | None) -> Repository | None:
+    """``source``'s ``Repository``, from one git call (five were made per task: issue
+    46); None where git sees no worktree there. In a repository without a commit the
+    symbolic name fails last but one: the rest is printed, and the folder is not needed
+    (no clone is made)."""
+    said = _git("rev-parse", "--show-object-format", "--show-toplevel", "--git-common-dir",
+                "--symbolic-full-name", "HEAD", "--show-prefix", cwd=source, owner=owner)
     lines = said.stdout.splitlines()
-    if said.returncode != 0 or len(lines) < 2 or not lines[0] or not lines[1]:
+    if len(lines) < 3 or not lines[1] or not lines[2]:
         return None
-    folder = lines[2].strip("/") if len(lines) > 2 else ""
-    return Path(lines[0]), Located((source / lines[1]).resolve(), folder)
+    whole = said.returncode == 0
+    folder = lines[4].strip("/") if whole and len(lines) > 4 else ""
+    checked_out = lines[3] if whole and len(lines) > 3 else "HEAD"
+    located = Located((source / lines[2]).resolve(), folder)
+    return Repository(Path(lines[1]), located, lines[0], checked_out)
 
 
 def _checkout(worktree: Path, owner: str | None) -> tuple[Path, str] | None:
@@ -342,7 +365,7 @@ def _as(owner: str | None) -> str:
 
 def _create(
     source: Path,
-    where: tuple[Path, Located] | None,
+    where: Repository | None,
     worktree: Path,
     branch: str,
     owner: str | None,
@@ -353,18 +376,19 @@ def _create(
     twin, ``_branch_for``) where the repository has it, else at the repository's HEAD."""
     if where is None:
         raise _not_a_repository(source, owner)
-    top, located = where
-    _clear_interrupted(top, located.common, worktree, branch, owner)
+    top, common = where.top, where.located.common
+    _clear_interrupted(where, worktree, branch, owner)
     known = refs.look_up(top, [*_questions(branch), "HEAD"], owner)
     branch = _branch_for(top, branch, owner, known)
-    taken = _take_over(top, located.common, worktree, branch, owner, run, is_current)
+    taken = _take_over(where, worktree, branch, owner, run, is_current)
     if taken is not None:
         return taken
     start = _start(top, branch, known, owner)
     if not start:
         raise WorkspaceError(f"cannot create a worktree of {top}: the repository needs at "
                              "least one commit")
-    made = taskgit.clone(top, located.common, worktree, branch, start, owner)
+    made = taskgit.clone(top, common, worktree, taskgit.Start(branch, start, where.object_format),
+                         owner)
     if made.returncode != 0:
         said = made.stderr.strip() or made.stdout.strip() or f"exit status {made.returncode}"
         raise WorkspaceError(f"cannot create a worktree of {top}: git said: {said}")
@@ -372,12 +396,16 @@ def _create(
 
 
 def _take_over(
-    top: Path, common: Path, worktree: Path, branch: str, owner: str | None,
+    where: Repository, worktree: Path, branch: str, owner: str | None,
     run: int | None, is_current: RunIsCurrent | None,
 ) -> Workspace | None:
     """The earlier run's worktree holding ``branch`` (``run/takeover.py``), moved here;
     None when there is none (or it could only be removed): a clone is made then."""
-    linked = takeover.linked_holder(top, branch, owner)
+    top, common = where.top, where.located.common
+    if where.has_linked_worktrees():
+        linked = takeover.linked_holder(top, branch, owner)
+    else:  # the repository's own worktree is the only one git could name
+        linked = top if where.checked_out == f"refs/heads/{branch}" else None
     held = linked or taskgit.holder(common, branch, worktree)
     if held is None:
         return None
@@ -407,22 +435,21 @@ def _take_over(
     return None
 
 
-def _clear_interrupted(
-    top: Path, common: Path, worktree: Path, branch: str, owner: str | None
-) -> None:
+def _clear_interrupted(where: Repository, worktree: Path, branch: str, owner: str | None) -> None:
     """What a killed ``git worktree add`` (an older runner's) or clone left in the way goes
     (``run/interrupted.py``); while it is young enough to be another add at work, the run
     waits."""
-    found = interrupted.find(common, worktree, branch)
+    found = interrupted.find(where.located.common, worktree, branch)
     young = found.young(time.time())
     if young:
         raise WorkspaceBusy(
-            f"git worktree add in {top} left {', '.join(map(str, young))} moments ago, "
+            f"git worktree add in {where.top} left {', '.join(map(str, young))} moments ago, "
             "or is still at work: this run waits, and clears what stays"
         )
     interrupted.repair(found)
-    # A linked worktree deleted by hand is still registered (and holds its branch).
-    _git("worktree", "prune", cwd=top, owner=owner)
+    if where.has_linked_worktrees():
+        # A linked worktree deleted by hand is still registered (and holds its branch).
+        _git("worktree", "prune", cwd=where.top, owner=owner)
 
 
 def _questions(branch: str) -> list[str]:

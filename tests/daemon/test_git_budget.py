@@ -16,8 +16,12 @@ from tests.harness import Lane, assert_done_exactly_once, git_counted
 #: (41 before issue 46's budget: the repository's top, common directory and folder asked
 #: three times, each candidate branch name and HEAD one ``rev-parse`` each, the tip read
 #: again after the commit that was just checked to be it; then 31 before the commit's
-#: top folder, git directories and parent came from one ``rev-parse``, ``snapshot.place``).
-BUDGET = 30
+#: top folder, git directories and parent came from one ``rev-parse``, ``snapshot.place``;
+#: then 29 before the repository's object format and checked-out branch came with its top
+#: (``workspace._where``: no ``rev-parse`` in the checkout, no ``worktree prune`` or
+#: ``worktree list`` where it has no linked worktree) and HEAD's branch with its commit
+#: (``branchhead.where``).
+BUDGET = 25
 TASKS = 4
 
 

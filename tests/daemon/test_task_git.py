@@ -261,3 +261,50 @@ def test_a_runner_killed_at_any_moment_of_a_clone_leaves_a_whole_one_next_time(
         assert git("status", "--porcelain", cwd=prepared.path) == ""
         assert taskgit.repository_of(prepared.path) == (repo / ".git").resolve()
     assert not list((tmp_path / "wt").glob(".*.cloning"))
+
+
+def test_finding_a_branchs_clone_reads_only_the_entries_named_for_it(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository keeps an entry per clone of its tasks, for as long as their worktrees
+    are kept: a new task's workspace reads the entries of its branch and the clone's own,
+    not all of them (issue 46). Catches: ``entries`` or ``repository_of`` reading every
+    entry again (the count grows with the clones)."""
+    kept = [tmp_path / "wt" / f"t{index}" for index in range(12)]
+    for index, path in enumerate(kept):
+        workspace.prepare(str(repo), path, f"lane/b/t{index}")
+    reads: list[Path] = []
+    read = taskgit.files.read_workers
+
+    def counted(path: Path, limit: int) -> bytes:
+        reads.append(path)
+        return read(path, limit)
+
+    monkeypatch.setattr(taskgit.files, "read_workers", counted)
+    new = tmp_path / "wt" / "new"
+    workspace.prepare(str(repo), new, "lane/b/new")
+    assert taskgit.repository_of(new) == (repo / ".git").resolve()
+    registry = [path for path in reads if path.parent.name == taskgit.REGISTRY]
+    assert len(registry) <= 1, registry
+
+
+def test_an_entry_an_older_runner_wrote_is_still_found_and_forgotten(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Entries were named by the clone alone before their names said the branch: a dead
+    older runner's clone is still taken over, and the entry goes with the move. Catches:
+    the older names skipped (the clone is not found: the task starts over) or left behind."""
+    dead = tmp_path / "home1" / "wt" / "t"
+    workspace.prepare(str(repo), dead, "lane/b/t", run=1)
+    unpublished = commit(dead, "only in the dead runner's clone")
+    registry = repo / ".git" / taskgit.REGISTRY
+    (entry,) = os.listdir(registry)
+    os.rename(registry / entry, registry / entry.partition("-")[0])  # as an older runner named it
+    assert taskgit.repository_of(dead) == (repo / ".git").resolve()
+    mine = tmp_path / "home2" / "wt" / "t"
+    prepared = workspace.prepare(str(repo), mine, "lane/b/t", run=2,
+                                 is_current=lambda run: False)
+    assert prepared.taken_over_from == dead
+    assert git("rev-parse", "HEAD", cwd=mine).strip() == unpublished
+    assert [entry.worktree for entry in taskgit.entries(repo / ".git")] == [mine.absolute()]
+    assert len(os.listdir(registry)) == 1

@@ -534,3 +534,15 @@ def test_the_checkouts_own_git_directory_is_readable_by_the_worker_under_any_uma
             assert not mode & 0o022, f"{path} is {oct(mode)}: others can write it"
     finally:
         shutil.rmtree(shadow)
+
+
+def test_a_branch_checked_out_in_the_repositorys_own_worktree_is_not_cloned_beside_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """With no linked worktree, git is not asked to list them (issue 46): the repository's
+    own checkout is still seen holding the task's branch, and the task is refused as
+    before rather than cloned and then unpublishable. Catches: the holder looked for only
+    among linked worktrees."""
+    git("checkout", "-q", "-b", "lane/b/t1", cwd=repo)
+    with pytest.raises(workspace.WorkspaceError, match="cannot take over the worktree at"):
+        workspace.prepare(str(repo), tmp_path / "wt" / "t1", "lane/b/t1")
