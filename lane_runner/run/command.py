@@ -26,7 +26,6 @@ import os
 import pwd
 import select
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -137,11 +136,11 @@ def run(
     with ExitStack() as files:
         given: IO[bytes] | int = subprocess.DEVNULL
         if stdin is not None:
-            given = files.enter_context(tempfile.TemporaryFile())
+            given = files.enter_context(_scratch())
             given.write(stdin if isinstance(stdin, bytes) else stdin.encode())
             given.seek(0)
-        stdout = output if output is not None else files.enter_context(tempfile.TemporaryFile())
-        stderr = None if output is not None else files.enter_context(tempfile.TemporaryFile())
+        stdout = output if output is not None else files.enter_context(_scratch())
+        stderr = None if output is not None else files.enter_context(_scratch())
         tree = launch(
             argv,
             env={**env, **supervision.markers, COMMAND_VARIABLE: os.path.basename(argv[0])},
@@ -162,6 +161,14 @@ def run(
     if ending is _Ending.CANCELLED:
         raise Cancelled(f"{argv[0]} ended: the runner is stopping")
     return subprocess.CompletedProcess(argv, tree.root.wait(), said, complained)
+
+
+def _scratch() -> IO[bytes]:
+    """An anonymous file in memory (``memfd_create``) for a command's input or its output:
+    a file as a temporary one is, so a descendant keeping it holds nothing up, but no
+    inode of a file system made and deleted for it (three per git call, on the task's
+    every git call: issue 46)."""
+    return os.fdopen(os.memfd_create("lane-runner-command", os.MFD_CLOEXEC), "w+b")
 
 
 def _wait(tree: ProcessTree, timeout: float, cancel: threading.Event | None) -> _Ending:
