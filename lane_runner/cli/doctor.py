@@ -33,12 +33,15 @@ from lane_runner.providers import ADAPTERS, sandbox
 from lane_runner.providers.environment import worker_environment
 from lane_runner.router import RoutingError, health, make_router
 from lane_runner.router.health import ProviderHealth
-from lane_runner.run import keeping, plan
+from lane_runner.run import git, keeping, plan
 from lane_runner.service import breaker, diskuse, identity, workerpool
 from lane_runner.service.notify import Notifier
 from lane_runner.service.workerpool import probe_user
 
 GATEWAY_TIMEOUT = 3.0
+#: The first git that runs hooks a repository's configuration defines (``hook.<name>.command``
+#: with ``hook.<name>.event``): ``core.hooksPath`` does not reach them (docs/security.md).
+CONFIGURED_HOOKS = (2, 54)
 MIN_FREE_BYTES = 1 << 30
 
 
@@ -97,6 +100,25 @@ def disk_verdict(path: Path, free: int) -> Check:
     if free < MIN_FREE_BYTES:
         return Check("free disk", Level.WARN, detail, f"free space on the filesystem of {path}")
     return Check("free disk", Level.PASS, detail)
+
+
+def git_verdict(said: str, why: str = "") -> Check:
+    """What ``git --version`` printed; ``why`` it printed nothing else. Pure."""
+    words = said.split()
+    if len(words) < 3 or words[:2] != ["git", "version"]:
+        return Check("git", Level.FAIL, f"git did not run from {git.PATH}: {why or said}",
+                     "install git (every task's workspace is a git clone)")
+    parts = tuple(int(part) for part in words[2].split(".")[:2] if part.isdigit())
+    if parts >= CONFIGURED_HOOKS:
+        return Check(
+            "git", Level.WARN,
+            f"git {words[2]} runs hooks a repository's configuration defines "
+            "(hook.<name>.command), which the runner's git cannot switch off: a task can "
+            "plant one that runs in the runner's git of the next task",
+            "run the runner with a git before 2.54 (docs/security.md, What the runner's git "
+            "never runs)",
+        )
+    return Check("git", Level.PASS, f"git {words[2]}")
 
 
 def health_verdict(record: ProviderHealth | None, now: float) -> Check | None:
@@ -420,9 +442,19 @@ def pool_checks(cfg: Config) -> list[Check]:
     )]
 
 
+def git_check() -> Check:
+    """The git the runner's git calls find (``run/git.py``'s PATH)."""
+    try:
+        said = git.run("--version", cwd=Path("/"), timeout=GATEWAY_TIMEOUT)
+    except OSError as error:  # nothing could be started: the verdict says why
+        return git_verdict("", str(error))
+    return git_verdict(said.stdout, said.stderr.strip() or f"exit status {said.returncode}")
+
+
 def run_all(cfg: Config) -> list[Check]:
     home = Home(cfg.home)
     checks = [
+        git_check(),
         *cli_checks(cfg, home),
         isolation_verdict(*config.isolation(cfg), plan.unsandboxable(cfg), cfg.simulate),
         *pool_checks(cfg),

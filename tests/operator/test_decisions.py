@@ -225,3 +225,31 @@ def test_doctor_says_which_isolation_applies() -> None:
     assert refused.level is doctor.Level.FAIL and "no bwrap" in refused.detail
     assert doctor.isolation_verdict("user", "no bwrap", None, False).level is doctor.Level.WARN
     assert doctor.isolation_verdict("none", "no bwrap", None, True).level is doctor.Level.PASS
+
+
+@pytest.mark.parametrize(
+    ("said", "level"),
+    [
+        ("git version 2.39.5\n", Level.PASS),
+        ("git version 2.53.1\n", Level.PASS),
+        ("git version 2.54.0\n", Level.WARN),  # hooks defined in configuration
+        ("git version 3.0.0.windows.1\n", Level.WARN),
+        ("", Level.FAIL),
+    ],
+)
+def test_the_git_verdict_warns_of_a_git_that_runs_configured_hooks(
+    said: str, level: Level
+) -> None:
+    """Caught: a git from 2.54 on passed (its configured hooks are out of the runner's
+    reach), or no git at all passed."""
+    verdict = doctor.git_verdict(said, "No such file or directory: 'git'")
+    assert verdict.level is level
+    if level is not Level.PASS:
+        assert verdict.fix
+
+
+def test_doctor_names_the_git_the_runner_runs() -> None:
+    """The real git, through the runner's own git call."""
+    checked = doctor.git_check()
+    assert checked.name == "git" and checked.level is not Level.FAIL, checked
+    assert checked.detail.startswith("git ")
