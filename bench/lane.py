@@ -100,6 +100,8 @@ class Lane:
             try:
                 self.daemon.wait(60)
             except subprocess.TimeoutExpired:
+                self.daemon.send_signal(signal.SIGUSR1)  # every thread's stack, into the log
+                time.sleep(1)
                 self.daemon.kill()
                 self.daemon.wait()
         self.store.close()
@@ -125,7 +127,8 @@ class Lane:
         except FileNotFoundError:
             status = None if self.daemon is None else self.daemon.returncode
             raise RuntimeError(
-                f"the daemon left no fsync count (exit status {status}):\n{self.log_text()[-3000:]}"
+                f"the daemon left no fsync count (exit status {status}):\n"
+                f"{self.log_text()[-12000:]}"
             ) from None
 
     def log_text(self) -> str:

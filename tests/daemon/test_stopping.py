@@ -63,3 +63,23 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_stops_now(lane: Lane) -> Non
     assert [t["task_id"] for t in left] == [hung.id]
     human = lane.cli("status").stdout
     assert "1 task(s) left running by a stopped daemon" in human and "next start" in human
+
+
+def test_sigusr1_prints_every_threads_stack_and_stops_nothing(lane: Lane) -> None:
+    """What an operator (or the bench) asks of a daemon that does not answer its stop
+    signal: each thread's Python stack in the log, the run and the daemon going on.
+    Caught: SIGUSR1 left at its default, which ends the daemon."""
+    hung = lane.add("hangs", body="[sim:hang]", assignee="cli-codex-medium")
+    daemon = lane.start()
+    lane.wait(lambda: len(_status(lane)["active"]) == 1, what="the run to start")
+
+    daemon.send_signal(signal.SIGUSR1)
+    lane.wait(lambda: "Current thread" in _log(lane) and "daemon.py" in _log(lane),
+              what="the stacks in the log")
+    assert daemon.poll() is None
+    assert [task.status for task in lane.tasks()] == [Status.RUNNING]
+
+    daemon.send_signal(signal.SIGINT)
+    daemon.send_signal(signal.SIGINT)  # a second stops now: the hung run is left to resume
+    assert daemon.wait(timeout=60) == 0
+    assert lane.board.get_task(hung.id).status is not Status.DONE
