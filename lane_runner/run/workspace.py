@@ -168,10 +168,10 @@ class Located:
 
 @dataclass(frozen=True)
 class Repository:
-    """What one ``rev-parse`` says of a task's repository before its clone is made
-    (issue 46: each fact had a git call of its own): its top, where the workspace is in
-    it, its object format (the clone's checkout needs it) and the ref its own worktree has
-    checked out ("HEAD" when detached or unborn), which may hold the task's branch."""
+    """What one ``rev-parse`` says of a task's repository before its clone is made: its
+    top, where the workspace is in it, its object format (the clone's checkout needs it)
+    and the ref its own worktree has checked out ("HEAD" when detached or unborn), which
+    may hold the task's branch."""
 
     top: Path
     located: Located
@@ -263,10 +263,11 @@ def _locate(source: Path, owner: str | None) -> Located | None:
 
 
 def _where(source: Path, owner: str | None) -> Repository | None:
-    """``source``'s ``Repository``, from one git call (five were made per task: issue
-    46); None where git sees no worktree there. In a repository without a commit the
-    symbolic name fails last but one: the rest is printed, and the folder is not needed
-    (no clone is made)."""
+    """``source``'s ``Repository``, from one git call (issue 46: the object format and the
+    checked-out branch cost a ``rev-parse`` and a ``worktree list`` of their own); None
+    where git sees no worktree there. In a repository without a commit the symbolic name
+    fails, last but one: what comes before it is printed, and the folder is not needed (no
+    clone is made)."""
     said = _git("rev-parse", "--show-object-format", "--show-toplevel", "--git-common-dir",
                 "--symbolic-full-name", "HEAD", "--show-prefix", cwd=source, owner=owner)
     lines = said.stdout.splitlines()
