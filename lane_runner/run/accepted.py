@@ -88,7 +88,12 @@ class Accepted:
 
     def _commit(self, accepted: Delivery) -> delivery.Delivered | RunReport:
         """The result's commit on the task's branch (HEAD brought back to it first); a block
-        when git will not have it there."""
+        when git will not have it there.
+
+        Only an earlier run's result can have its commit made already (a crash between the
+        commit and the pending record): a run is never resumed after a restart (recovery
+        returns it to ready, and the next claim is a new run), so a result this run accepted
+        has none yet, and the branch is not searched for it (issue 46: a ``git log``)."""
         c = self.c
         try:
             branchhead.bring_back(c.worktree, c.branch, c.settings.worker.user)
@@ -100,6 +105,7 @@ class Accepted:
                 delivery.Author.of(c.settings.commit_author),
                 c.settings.worker.user,
                 staged=c.staged,
+                made_before=accepted.accepted_run != c.run.id,
             )
         except branchhead.HeadElsewhere as error:
             return self.endings.block(

@@ -225,13 +225,18 @@ def deliver(
     author: Author,
     owner: str | None = None,
     staged: snapshot.Staged | None = None,
+    *,
+    made_before: bool = True,
 ) -> Delivered:
     """The result as a commit on ``branch``: found again when a crash came after it was
     made (its trailers name the task and run), else made now from whatever the worktree
     holds uncommitted (an empty commit when it holds nothing: it still carries the result).
     Then the branch's head is put on ``branch`` of the repository the task's clone shares
-    objects with (``taskgit.publish``), where the board's record of it points."""
-    made = find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
+    objects with (``taskgit.publish``), where the board's record of it points.
+    ``made_before`` False: the caller knows no commit of this run can exist yet (not
+    searched for)."""
+    made = (find(worktree, base, facts.board, facts.task_id, facts.run_id, owner)
+            if made_before else None)
     tip = None
     if made is None:
         where = _place(worktree, owner)
