@@ -132,10 +132,7 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------
     def serve(self) -> int:
-        # A crash of the interpreter itself (a fault in a C extension) leaves each thread's
-        # Python stack on stderr, the operator's log, instead of a bare exit by signal;
-        # so does SIGUSR1, at once and without stopping anything: what a daemon that does
-        # not answer its stop signal is doing (the loop stuck), for the operator to read.
+        # A fault in a C extension, and SIGUSR1 (stopping nothing), print every thread's stack.
         faulthandler.enable()
         faulthandler.register(signal.SIGUSR1, all_threads=True)
         binaries = preflight(self.cfg)  # a bad configuration leaves the home untouched

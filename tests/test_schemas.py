@@ -9,6 +9,8 @@ away from valid, which is where two validators would disagree.
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -149,13 +151,31 @@ def near_valid(draw: st.DrawFn, name: str) -> dict[str, Any]:
     return document
 
 
-def _reference(name: str) -> jsonschema.Draft202012Validator:
-    """jsonschema over the schema files as shipped, sibling ``$ref``s through a registry."""
+def _ecma_pattern(
+    validator: Any, pattern: str, instance: Any, schema: Any
+) -> Iterator[jsonschema.ValidationError]:
+    """``pattern`` as JSON Schema's dialect (ECMA-262) reads it: its final ``$`` matches at
+    the very end only, where Python's ``re`` also matches before a final newline
+    (jsonschema's own ``pattern`` took ``"0\\n"`` for ``^[A-Za-z0-9_.-]+$``)."""
+    ends = pattern.endswith("$") and not pattern.endswith(r"\$")
+    anchored = pattern[:-1] + r"\Z" if ends else pattern
+    if validator.is_type(instance, "string") and not re.search(anchored, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_ECMA_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"pattern": _ecma_pattern}
+)
+
+
+def _reference(name: str) -> Any:
+    """jsonschema over the schema files as shipped, sibling ``$ref``s through a registry,
+    its ``pattern`` read as the schemas' dialect reads it (``_ecma_pattern``)."""
     documents = [schemas.load(each) for each in schemas.names()]
     registry: referencing.Registry[Any] = referencing.Registry().with_resources(
         (document["$id"], referencing.Resource.from_contents(document)) for document in documents
     )
-    return jsonschema.Draft202012Validator(schemas.load(name), registry=registry)
+    return _ECMA_VALIDATOR(schemas.load(name), registry=registry)
 
 
 def test_every_schema_is_a_valid_2020_12_schema() -> None:
@@ -176,6 +196,14 @@ def test_compiled_validators_agree_with_the_reference(data: st.DataObject) -> No
     document = data.draw(near_valid(name))
     error = schemas.first_error(name, document)
     assert (error is None) == _reference(name).is_valid(document), (name, document, error)
+
+
+def test_a_pattern_s_end_is_the_strings_end_for_both() -> None:
+    """The case hypothesis found: a board named ``0`` and a newline."""
+    seed = copy.deepcopy(SEEDS["quarantine-diagnostic.schema.json"][0])
+    seed["board"] = "0\n"
+    assert schemas.first_error("quarantine-diagnostic.schema.json", seed) is not None
+    assert not _reference("quarantine-diagnostic.schema.json").is_valid(seed)
 
 
 def test_an_error_names_where_and_what() -> None:

@@ -16,7 +16,7 @@ from lane_runner.board.base import BoardUnavailable, ReviewColumn
 from lane_runner.board.model import BlockKind, Outcome
 from lane_runner.errors import NotFound
 from lane_runner.router import Route
-from lane_runner.run import branchhead, delivery, fit, followup, undelivered, workspace
+from lane_runner.run import branchhead, delivery, fit, followup, handoff, undelivered
 from lane_runner.run.claimed import Claimed, RunEnd, RunReport
 from lane_runner.run.endings import Endings
 from lane_runner.run.lanestate import Delivery
@@ -46,7 +46,7 @@ class Accepted:
         evidence (``run/verifier.py``), kept in its metadata."""
         c = self.c
         result = dict(answer)
-        result["artifacts"] = workspace.artifacts(c.worktree, result["artifacts"], base=c.cwd)
+        result["artifacts"] = handoff.artifacts(c.worktree, result["artifacts"], base=c.cwd)
         result = fit.fitted(result, c.task.board)
         metadata = self._completion_metadata(result, route, verdict)
         if verification is not None:

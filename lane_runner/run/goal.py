@@ -15,7 +15,7 @@ from lane_runner import files, redact
 from lane_runner.providers import Attempt, Classification
 from lane_runner.router import Route, RoutingError
 from lane_runner.run import context as contexts
-from lane_runner.run import decide, delivery, workspace
+from lane_runner.run import decide, delivery, handoff, workspace
 from lane_runner.run.accepted import Accepted
 from lane_runner.run.attempt import Attempts
 from lane_runner.run.claimed import Claimed, RunEnd, RunReport
@@ -274,7 +274,7 @@ class GoalLoop:
 
     def _handoff(self, tail: str) -> str:
         c = self.c
-        return workspace.handoff(
+        return handoff.handoff(
             c.worktree, tail, c.branch, owner=c.settings.worker.user, commits=self._commit_log()
         )
 

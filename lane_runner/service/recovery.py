@@ -11,11 +11,16 @@ at other nodes' runs whose leases ran out.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from journal import RecoveryReport
+from journal import names as journal_names
+from lane_runner import files
 from lane_runner.board.base import BoardUnavailable, ReviewColumn, ReviewRuns
 from lane_runner.board.model import BlockKind, Outcome, Run
 from lane_runner.run import undelivered
@@ -69,6 +74,7 @@ def recover(services: Services) -> RecoveryResult:
     report = services.journal.recover(services.commit, services.make_retryable)
     result = RecoveryResult(journal=report, ended_processes=ended)
     for slug in services.store.board_slugs():
+        _private_answers(services.home.lane_dir(slug))
         try:
             result.reclaimed += _reclaim_orphans(services, slug)
             _release_holds(services, slug)
@@ -77,6 +83,27 @@ def recover(services: Services) -> RecoveryResult:
         except BoardUnavailable as error:
             result.unavailable_boards[slug] = str(error)
     return result
+
+
+def _private_answers(lanes: Path) -> None:
+    """The answer files CLIs wrote into ``lanes`` with their own umask, made private: a
+    daemon killed between a CLI's answer and its ``chmod`` (``run/attempt.py``) left them
+    readable to others (``doctor``'s private modes)."""
+    try:
+        found = [lanes / name for name in os.listdir(lanes)
+                 if journal_names.parse(name).kind is journal_names.Kind.PROVIDER_RESULT]
+    except FileNotFoundError:
+        return  # no run of the board has written here yet
+    except OSError as error:  # the journal's recovery has said why this folder is unusable
+        log.warning("answer files in %s not made private: %s", lanes, error)
+        return
+    for path in found:
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode) and mode & ~files.PRIVATE_FILE & 0o777:
+                os.chmod(path, files.PRIVATE_FILE, follow_symlinks=False)
+        except (OSError, NotImplementedError) as error:  # no reason to stop recovery
+            log.warning("cannot make %s private: %s", path, error)
 
 
 def _reconcile(services: Services, slug: str) -> list[RunRef]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import random
 import signal
 import sqlite3
+import stat
 import subprocess
 import time
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -276,3 +278,25 @@ def test_a_daemon_killed_by_a_fault_leaves_its_threads_stacks_in_its_log(lane: L
     log = (lane.root / "daemon.log").read_text(errors="replace")
     assert "Fatal Python error: Segmentation fault" in log
     assert "lane_runner/daemon.py" in log
+
+
+def test_recovery_makes_the_answer_files_a_killed_daemon_left_private(
+    lane: Lane, tmp_path: Path
+) -> None:
+    """A daemon killed between a CLI's answer and its chmod leaves the answer file with
+    the CLI's umask (the demo's home failed doctor's private modes so, once in CI);
+    recovery narrows it, and never follows a link named like one. Caught: recovery
+    without ``_private_answers`` (the file stays 0644)."""
+    lanes = lane.home.lane_dir(BOARD)
+    lanes.mkdir(parents=True, exist_ok=True)
+    left = lanes / "t-1.run-3.provider-1.result.json"
+    left.write_text('{"status": "completed"}')
+    left.chmod(0o644)
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    outside.chmod(0o644)
+    (lanes / "t-2.run-4.provider-1.result.json").symlink_to(outside)
+
+    assert lane.cli("recover").returncode == 0
+    assert stat.S_IMODE(left.stat().st_mode) == 0o600
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644

@@ -17,7 +17,7 @@ import pytest
 
 from lane_runner.board.model import Outcome, Status
 from lane_runner.providers.simulators.play import OUTPUT_FILE
-from lane_runner.run import branchhead, cleanup, delivery, undelivered, workspace
+from lane_runner.run import branchhead, cleanup, delivery, handoff, undelivered, workspace
 from lane_runner.run import context as contexts
 from lane_runner.run.executor import RunExecutor
 from lane_runner.service.services import Services
@@ -238,7 +238,7 @@ def test_a_handoff_lists_the_commits_since_the_branch_began(tmp_path: Path) -> N
     git("commit", "-q", "--allow-empty", "-m", "first step", cwd=repo)
     commits = delivery.commit_log(repo, base)
     assert commits.endswith(" first step") and "base" not in commits
-    text = workspace.handoff(repo, "", "main", commits=commits)
+    text = handoff.handoff(repo, "", "main", commits=commits)
     assert f"commits on the branch so far:\n{commits}\n" in text
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lane_runner.run import checkout, interrupted, taskgit, workspace
+from lane_runner.run import checkout, handoff, interrupted, taskgit, workspace
 from lane_runner.run import git as git_module
 
 
@@ -254,7 +254,7 @@ def test_a_worktree_left_by_an_ended_run_is_taken_over_with_its_work(
     assert (mine / "draft").read_text() == "not committed yet\n"
     assert not dead.exists()
     assert git("branch", "--show-current", cwd=mine).strip() == "lane/b/t"
-    assert "?? draft" in workspace.handoff(mine, "", "lane/b/t")
+    assert "?? draft" in handoff.handoff(mine, "", "lane/b/t")
 
 
 def test_a_stale_worktree_no_run_recorded_is_taken_over(repo: Path, tmp_path: Path) -> None:
@@ -293,7 +293,7 @@ def test_handoff_names_status_diff_and_output(repo: Path, tmp_path: Path) -> Non
     target = tmp_path / "wt"
     workspace.prepare(str(repo), target, "lane/b/t")
     (target / "README").write_text("changed\n")
-    text = workspace.handoff(target, "x" * 10_000 + "last words", "lane/b/t")
+    text = handoff.handoff(target, "x" * 10_000 + "last words", "lane/b/t")
     assert " M README" in text and "1 modified" in text.split("diff summary:")[1]
     assert text.rstrip().endswith("last words") and len(text) < 6000
     assert "branch lane/b/t" in text and "verify every claim" in text
@@ -319,7 +319,7 @@ def test_only_real_files_inside_the_worktree_are_artifacts(repo: Path, tmp_path:
         "",
         "inner",
     ]
-    assert workspace.artifacts(target, claimed) == ["out/report.txt", "README"]
+    assert handoff.artifacts(target, claimed) == ["out/report.txt", "README"]
 
 
 ID = st.text(alphabet="ab.-_1", min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
@@ -480,7 +480,7 @@ def test_a_folder_of_a_repository_gets_the_repositorys_worktree_and_works_in_it(
     assert (made.cwd / "main.py").exists() and (target / "README").exists()
     again = workspace.prepare(str(repo / "service-a"), target, "lane/b/t1")  # a resume
     assert (again.cwd, again.branch) == (target / "service-a", "lane/b/t1")
-    assert workspace.artifacts(target, ["main.py", "../README"], base=made.cwd) == [
+    assert handoff.artifacts(target, ["main.py", "../README"], base=made.cwd) == [
         "service-a/main.py", "README"
     ]
 
