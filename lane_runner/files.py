@@ -329,6 +329,23 @@ def _rename_over(dir_fd: int, temporary: str, path: Path) -> None:
         os.rename(temporary, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
+def make_private(path: Path) -> None:
+    """The regular file at ``path``, written by another program with its own umask (a
+    CLI's answer), narrowed to ``PRIVATE_FILE``; nothing when it is gone, and whatever
+    else is at the name (a link) is left as it is, never followed. OSError when the mode
+    cannot be changed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode) or not mode & ~PRIVATE_FILE & 0o777:
+        return
+    try:
+        os.chmod(path, PRIVATE_FILE, follow_symlinks=False)
+    except NotImplementedError:  # it became a link since lstat: links are not followed
+        log.warning("%s became a link while it was made private: left as it is", path)
+
+
 def clear(path: Path) -> None:
     """Free the name ``path`` for a file someone else will create: whatever is there
     (a stale file, a link, a FIFO) is moved aside, never followed or opened."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -218,9 +217,7 @@ class Attempts:
                 path.unlink(missing_ok=True)
                 continue
             try:
-                os.chmod(path, files.PRIVATE_FILE, follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # the CLI wrote none (it failed before its answer)
+                files.make_private(path)  # none when the CLI failed before its answer
             except OSError as error:  # a mode is no reason to fail the attempt
                 log.warning("cannot make %s private: %s", path, error)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,10 +98,8 @@ def _private_answers(lanes: Path) -> None:
         return
     for path in found:
         try:
-            mode = os.lstat(path).st_mode
-            if stat.S_ISREG(mode) and mode & ~files.PRIVATE_FILE & 0o777:
-                os.chmod(path, files.PRIVATE_FILE, follow_symlinks=False)
-        except (OSError, NotImplementedError) as error:  # no reason to stop recovery
+            files.make_private(path)
+        except OSError as error:  # a mode is no reason to stop recovery
             log.warning("cannot make %s private: %s", path, error)
 
 
