@@ -157,7 +157,8 @@ class Daemon:
                 self.services.breaker.trips,
             )
             self.dispatcher.start()  # its own thread: a send never waits on the loop
-            threading.Thread(target=self._watch_boards, name="board-watch", daemon=True).start()
+            watcher = threading.Thread(target=self._watch_boards, name="board-watch", daemon=True)
+            watcher.start()
             self.health.serving()
             self.notifier.ready(self._status_line())
             try:
@@ -169,6 +170,7 @@ class Daemon:
                     self._wait()
             finally:
                 self._shutdown()
+                watcher.join(2 * WATCH_SLICE)  # out of the store before it closes: no segfault
         finally:
             if self.metrics_server is not None:
                 self.metrics_server.close()
@@ -470,8 +472,6 @@ class Daemon:
                     self.wake.set()
                     self.dispatcher.wake()
             except Exception:  # noqa: BLE001 - the sweep timer still claims without wake-ups
-                if self.stopping:
-                    return  # the store is closing under us: nothing left to watch
                 log.exception("board watch failed; retrying in %s s", WATCH_SLICE)
                 time.sleep(WATCH_SLICE)
 

@@ -167,3 +167,13 @@ def test_a_reload_during_a_run_applies_to_the_next_claim_not_to_that_run(lane: L
     daemon = Daemon(config.load(lane.root, {}), until=until, notifier=Notifier(""))
     assert daemon.serve() == 0
     assert log.read_text().splitlines() == [f"{first.id} old", f"{later[0]} new"]
+
+
+def test_the_board_watcher_is_out_of_the_store_before_the_store_closes(lane: Lane) -> None:
+    """The board watcher (a thread of its own) was left inside SQLite while the daemon
+    closed the store on its way out: CI saw the daemon end in a segmentation fault there,
+    and another not stop at all. Caught: serve returning without joining it."""
+    lane.add("one task")
+    daemon = Daemon(config.load(lane.root, {}), until=all_settled, notifier=Notifier(""))
+    assert daemon.serve() == 0
+    assert not [t for t in threading.enumerate() if t.name == "board-watch" and t.is_alive()]
